@@ -1,0 +1,152 @@
+"""The pytest plugin that runs hidden suites in the judge.
+
+It provides the ``sub`` fixture (a ``session.Submission``), reads each test's
+``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
+marks GPU tests "not run" where no GPU is used, and records one plain outcome per test.
+Messages keep only the assertion text (never hidden-suite source or tracebacks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+from . import session
+
+NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
+_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
+MAX_MESSAGE = 1500
+
+
+@dataclass
+class Outcome:
+    """One hidden test's result, as the judge records it."""
+
+    nodeid: str
+    problem: str
+    module: str
+    name: str
+    points: float
+    status: str  # "passed" | "failed" | "not_run"
+    message: str
+    duration: float
+    gpu: bool
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("grader", "hidden-suite judge")
+    group.addoption("--submission", help="staged submission package folder")
+    group.addoption("--in-process", action="store_true", help="UNSAFE: run student code in the judge (debugging)")
+    group.addoption("--gpu", choices=("auto", "require", "off"), default="auto")
+    group.addoption("--call-seconds", type=float, default=session.DEFAULT_CALL_SECONDS)
+    group.addoption("--budget-seconds", type=float, default=None, help="time budget for the whole submission")
+    group.addoption("--memory-mb", type=int, default=4096, help="worker memory cap (resident)")
+    group.addoption("--outcomes", help="write outcomes (JSON) here")
+    group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "points(n): points this hidden test is worth")
+    config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
+    if config.getoption("--submission"):
+        config.pluginmanager.register(Recorder(config), "grader-recorder")
+
+
+def gpu_in_use(config: pytest.Config) -> bool:
+    mode = config.getoption("--gpu")
+    if mode == "off":
+        return False
+    import torch
+
+    available = torch.cuda.is_available()
+    if mode == "require" and not available:
+        raise pytest.UsageError("--gpu require: no CUDA device is available")
+    return available
+
+
+def problem_of(item: pytest.Item) -> tuple[str, str]:
+    match = _FILE.search(item.path.name)
+    if not match:
+        raise pytest.UsageError(f"hidden test file {item.path.name} is not named test_p<N>_<module>.py")
+    return f"P{match.group(1)}", match.group(2)
+
+
+def points_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("points")
+    if marker is None or not marker.args:
+        raise pytest.UsageError(f"hidden test {item.nodeid} has no @pytest.mark.points(n)")
+    return float(marker.args[0])
+
+
+def clean_message(longrepr: object) -> str:
+    """The failure's own message: no source lines, no traceback, no assertion rewriting."""
+    crash = getattr(longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(longrepr)
+    text = re.sub(r"^(?:[\w.]+\.)?(?:StudentError|AssertionError|Failed): ?", "", text)
+    text = text.split("\nassert ", 1)[0]
+    text = re.sub(r"\n\s*sub=<[^>\n]*>,", "", text)  # hypothesis lists the fixture among the arguments
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 15] + "...[truncated]"
+
+
+class Recorder:
+    """Builds the ``sub`` fixture's backend and collects outcomes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.outcomes: dict[str, Outcome] = {}
+        self.use_gpu = gpu_in_use(config)
+        budget = config.getoption("--budget-seconds")
+        self.deadline = time.monotonic() + budget if budget else None
+
+    @pytest.fixture(scope="session")
+    def sub(self) -> session.Submission:
+        folder = Path(self.config.getoption("--submission"))
+        if self.config.getoption("--in-process"):
+            backend: session.Backend = session.InProcess(folder)
+        else:
+            from .sandbox import Limits, Worker
+
+            limits = Limits(call_seconds=self.config.getoption("--call-seconds"),
+                            memory_bytes=self.config.getoption("--memory-mb") << 20)
+            backend = Worker(folder, limits, masks=[Path(p) for p in self.config.getoption("--mask")])
+        submission = session.Submission(backend, folder, self.deadline, self.config.getoption("--call-seconds"))
+        yield submission
+        backend.close()
+        self.isolation = backend.isolation
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            problem, module = problem_of(item)
+            doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
+            self.outcomes[item.nodeid] = Outcome(
+                nodeid=item.nodeid, problem=problem, module=module, name=doc[0] if doc else item.name,
+                points=points_of(item), status="passed", message="", duration=0.0,
+                gpu=item.get_closest_marker("gpu") is not None)
+            if item.get_closest_marker("gpu") and not self.use_gpu:
+                item.add_marker(pytest.mark.skip(reason=NOT_RUN_GPU))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = self.outcomes.get(report.nodeid)
+        if outcome is None:
+            return
+        outcome.duration += report.duration
+        if report.skipped and outcome.status == "passed":
+            outcome.status, outcome.message = "not_run", NOT_RUN_GPU if outcome.gpu else "not run"
+        elif report.failed and outcome.status != "failed":
+            outcome.status = "failed"
+            outcome.message = clean_message(report.longrepr)
+            if report.when != "call":
+                outcome.message = f"(during {report.when}) {outcome.message}"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = self.config.getoption("--outcomes")
+        if path:
+            data = {"outcomes": [asdict(o) for o in self.outcomes.values()],
+                    "isolation": getattr(self, "isolation", {}), "gpu_used": self.use_gpu,
+                    "collection_errors": session.testsfailed if not self.outcomes else 0}
+            Path(path).write_text(json.dumps(data, indent=1))

@@ -1,0 +1,263 @@
+"""The wire format between the judge and the worker: tagged, versioned JSON, never pickle.
+
+Values cross as plain data: JSON scalars, tagged floats (exact IEEE bits, so -0.0 and NaN
+survive), tuples, dicts, dtypes, tensors and arrays as dtype/shape/bytes, exceptions as the
+qualified names of their classes plus the message. Anything else crosses as an ``Opaque``
+(its type name and a short repr) that equals nothing. An ``int`` subclass is not an int.
+
+Both sides import this module; it imports neither side. ``decode`` is strict: it is what the
+judge runs on untrusted frames.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+import torch
+
+VERSION = 1
+MAX_FRAME = 512 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_TEXT = 4000
+
+
+class WireError(ValueError):
+    """A frame or value that does not follow the format."""
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A value that cannot cross as data; compares equal to nothing but an identical Opaque."""
+
+    type: str
+    repr: str
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception raised on the other side: the qualified names of its classes (MRO) and message."""
+
+    types: tuple[str, ...]
+    message: str
+
+    @property
+    def type(self) -> str:
+        return self.types[0].rsplit(".", 1)[-1] if self.types else "?"
+
+    def is_a(self, exc: type[BaseException] | str) -> bool:
+        """Whether the exception was an instance of ``exc`` (a builtin class or a qualified name)."""
+        name = exc if isinstance(exc, str) else f"{exc.__module__}.{exc.__qualname__}"
+        return name in self.types
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+def _qualname(cls: type) -> str:
+    return f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', getattr(cls, '__name__', '?'))}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 15] + "...[truncated]"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _float_bits(value: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> bytes:
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+
+
+def encode_exception(exc: BaseException) -> dict:
+    types = [_qualname(cls) for cls in type(exc).__mro__]
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__ must not break the worker
+        message = "<unprintable message>"
+    return {"$t": "raised", "types": types, "message": _short(message)}
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """Turn a value into JSON-ready data (exact types only; subclasses become Opaque)."""
+    if depth > MAX_DEPTH:
+        return _opaque(value, "nested too deeply")
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value
+    if kind is float:
+        return {"$t": "float", "bits": _float_bits(value)}
+    if kind is complex:
+        return {"$t": "complex", "re": _float_bits(value.real), "im": _float_bits(value.imag)}
+    if kind is list:
+        return [encode(item, depth + 1) for item in value]
+    if kind is tuple:
+        return {"$t": "tuple", "items": [encode(item, depth + 1) for item in value]}
+    if kind is dict:
+        return {"$t": "dict", "items": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"$t": "bytes", "data": _b64(value)}
+    if kind is torch.dtype:
+        return {"$t": "dtype", "name": str(value).removeprefix("torch.")}
+    if kind is torch.device:
+        return {"$t": "device", "name": str(value)}
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        if value.layout != torch.strided or value.is_quantized:
+            return _opaque(value, "not a dense tensor")
+        return {"$t": "tensor", "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
+                "device": str(value.device), "requires_grad": bool(value.requires_grad),
+                "data": _b64(_tensor_bytes(value))}
+    if kind is np.ndarray or kind is np.memmap:
+        array = np.ascontiguousarray(value)
+        if array.dtype.hasobject:
+            return _opaque(value, "object array")
+        return {"$t": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape), "data": _b64(array.tobytes())}
+    if isinstance(value, np.generic) and kind.__module__ == "numpy":
+        return {"$t": "npscalar", "dtype": value.dtype.str, "data": _b64(value.tobytes())}
+    if kind is np.dtype or (isinstance(value, np.dtype) and kind.__module__.startswith("numpy")):
+        return {"$t": "npdtype", "name": value.str}
+    if isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy":
+        return {"$t": "npdtype", "name": np.dtype(value).str}
+    if isinstance(value, BaseException):
+        return encode_exception(value)
+    return _opaque(value)
+
+
+def _opaque(value: Any, why: str = "") -> dict:
+    try:
+        text = repr(value)
+    except BaseException:  # noqa: BLE001
+        text = "<unprintable>"
+    return {"$t": "opaque", "type": _qualname(type(value)), "repr": _short(f"{text} ({why})" if why else text)}
+
+
+def _expect(condition: bool, what: str) -> None:
+    if not condition:
+        raise WireError(what)
+
+
+def _torch_dtype(name: Any) -> torch.dtype:
+    _expect(isinstance(name, str) and name.isidentifier(), f"bad dtype name {name!r}")
+    dtype = getattr(torch, name, None)
+    _expect(isinstance(dtype, torch.dtype), f"unknown torch dtype {name!r}")
+    return dtype
+
+
+def _shape(shape: Any) -> list[int]:
+    _expect(isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape), f"bad shape {shape!r}")
+    return shape
+
+
+def _bytes(data: Any) -> bytes:
+    _expect(isinstance(data, str), "bad byte payload")
+    return base64.b64decode(data, validate=True)
+
+
+def _float(bits: Any) -> float:
+    _expect(type(bits) is int and 0 <= bits < 2**64, f"bad float bits {bits!r}")
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def decode(data: Any, depth: int = 0) -> Any:
+    """Rebuild a value from JSON data; strict, for untrusted input."""
+    _expect(depth <= MAX_DEPTH + 1, "value nested too deeply")
+    if data is None or type(data) in (bool, int, str):
+        return data
+    if type(data) is list:
+        return [decode(item, depth + 1) for item in data]
+    _expect(type(data) is dict and isinstance(data.get("$t"), str), f"untagged value {str(data)[:80]!r}")
+    tag = data["$t"]
+    if tag == "float":
+        return _float(data.get("bits"))
+    if tag == "complex":
+        return complex(_float(data.get("re")), _float(data.get("im")))
+    if tag == "tuple":
+        _expect(type(data.get("items")) is list, "bad tuple")
+        return tuple(decode(item, depth + 1) for item in data["items"])
+    if tag == "dict":
+        items = data.get("items")
+        _expect(type(items) is list and all(type(p) is list and len(p) == 2 for p in items), "bad dict")
+        return {_hashable(decode(k, depth + 1)): decode(v, depth + 1) for k, v in items}
+    if tag == "bytes":
+        return _bytes(data.get("data"))
+    if tag == "dtype":
+        return _torch_dtype(data.get("name"))
+    if tag == "device":
+        _expect(isinstance(data.get("name"), str), "bad device")
+        return torch.device(data["name"])
+    if tag == "tensor":
+        dtype, shape, raw = _torch_dtype(data.get("dtype")), _shape(data.get("shape")), _bytes(data.get("data"))
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        _expect(len(raw) == math.prod(shape) * itemsize, "tensor byte count does not match its shape")
+        flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        return flat.view(dtype).reshape(shape).clone()
+    if tag == "ndarray":
+        _expect(isinstance(data.get("dtype"), str), "bad ndarray dtype")
+        dtype, shape, raw = np.dtype(data["dtype"]), _shape(data.get("shape")), _bytes(data.get("data"))
+        _expect(not dtype.hasobject and len(raw) == math.prod(shape) * dtype.itemsize, "bad ndarray payload")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    if tag == "npscalar":
+        _expect(isinstance(data.get("dtype"), str), "bad numpy scalar")
+        dtype = np.dtype(data["dtype"])
+        _expect(not dtype.hasobject, "object scalar")
+        return np.frombuffer(_bytes(data.get("data")), dtype=dtype)[0]
+    if tag == "npdtype":
+        _expect(isinstance(data.get("name"), str), "bad numpy dtype")
+        return np.dtype(data["name"])
+    if tag == "raised":
+        types = data.get("types")
+        _expect(type(types) is list and all(isinstance(t, str) for t in types), "bad exception types")
+        _expect(isinstance(data.get("message"), str), "bad exception message")
+        return Raised(tuple(types), _short(data["message"]))
+    if tag == "opaque":
+        _expect(isinstance(data.get("type"), str) and isinstance(data.get("repr"), str), "bad opaque value")
+        return Opaque(data["type"], _short(data["repr"]))
+    raise WireError(f"unknown tag {tag!r}")
+
+
+def _hashable(key: Any) -> Any:
+    try:
+        hash(key)
+    except TypeError as exc:
+        raise WireError(f"unhashable dict key {key!r}") from exc
+    return key
+
+
+# Framing: a 4-byte big-endian length, then a JSON object with "v" (the version) and "$type".
+
+def write_frame(stream: BinaryIO, message: dict) -> None:
+    payload = json.dumps({"v": VERSION, **message}, separators=(",", ":"), allow_nan=False).encode()
+    stream.write(len(payload).to_bytes(4, "big") + payload)
+    stream.flush()
+
+
+def parse_frame(payload: bytes) -> dict:
+    """Parse one frame's payload (the judge side: strict about version and shape)."""
+    try:
+        message = json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"frame is not JSON: {exc}") from exc
+    _expect(type(message) is dict, "frame is not an object")
+    _expect(message.get("v") == VERSION, f"wire version {message.get('v')!r}, expected {VERSION}")
+    _expect(isinstance(message.get("$type"), str), "frame without $type")
+    return message
+
+
+def frame_length(header: bytes) -> int:
+    _expect(len(header) == 4, "truncated frame header")
+    length = int.from_bytes(header, "big")
+    _expect(length <= MAX_FRAME, f"frame of {length} bytes is over the {MAX_FRAME} byte limit")
+    return length

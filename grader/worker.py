@@ -1,0 +1,100 @@
+"""The untrusted worker: imports the submission and executes the judge's requests.
+
+Copied into the sandbox beside ``wire.py`` and the probes. It answers each request with one
+frame holding plain data; nothing it returns is trusted, and nothing else it does (printing,
+writing files, exiting) reaches the grade.
+
+Requests: ``{"$type": "call", "id", "target": "module.function", "args", "kwargs"}`` runs a
+student function; ``{"$type": "probe", "id", "probe": "module.name", "kwargs"}`` runs a
+grader-owned probe ``probes.<module>.<name>(student_module, **kwargs)`` that drives stateful
+code. The answer is ``{"$type": "result", "id", "value"}`` or ``{..., "raised"}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+if __package__:
+    from . import wire
+else:  # inside the sandbox, where wire.py is copied beside this file
+    import wire
+
+PACKAGE = "assignment"
+
+
+def load_package(folder: Path, name: str = PACKAGE) -> ModuleType:
+    """Import the submission folder as package ``name`` (replacing any earlier one)."""
+    for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+        del sys.modules[key]
+    init = folder / "__init__.py"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    return package
+
+
+def _resolve(package: str, dotted: str) -> tuple[ModuleType, Any]:
+    module_name, _, attribute = dotted.partition(".")
+    module = importlib.import_module(f"{package}.{module_name}")
+    return module, (getattr(module, attribute) if attribute else module)
+
+
+def handle(message: dict, package: str = PACKAGE, probes: str = "kit_probes") -> dict:
+    """Run one request; never raises (a student exception is part of the answer)."""
+    answer: dict[str, Any] = {"$type": "result", "id": message.get("id")}
+    try:
+        kwargs = wire.decode(message.get("kwargs", {"$t": "dict", "items": []}))
+        if message["$type"] == "call":
+            args = wire.decode(message.get("args", []))
+            _, function = _resolve(package, message["target"])
+            value = function(*args, **kwargs)
+        elif message["$type"] == "probe":
+            module_name, _, probe_name = message["probe"].partition(".")
+            student_module = importlib.import_module(f"{package}.{module_name}")
+            probe = getattr(importlib.import_module(f"{probes}.{module_name}"), probe_name)
+            value = probe(student_module, **kwargs)
+        else:
+            raise ValueError(f"unknown request {message['$type']!r}")
+        answer["value"] = wire.encode(value)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from student code too
+        answer["raised"] = wire.encode_exception(exc)
+    return answer
+
+
+def serve(request_fd: int, response_fd: int, folder: Path) -> None:
+    """Answer requests until the judge closes the pipe."""
+    requests = os.fdopen(request_fd, "rb", buffering=0)
+    responses = os.fdopen(response_fd, "wb", buffering=0)
+    try:
+        load_package(folder)
+    except BaseException as exc:  # noqa: BLE001 - an import-time failure is reported per request
+        wire.write_frame(responses, {"$type": "hello", "import_error": wire.encode_exception(exc)})
+    else:
+        wire.write_frame(responses, {"$type": "hello"})
+    while True:
+        header = _read_exact(requests, 4)
+        if header is None:
+            return
+        payload = _read_exact(requests, wire.frame_length(header))
+        if payload is None:
+            return
+        wire.write_frame(responses, handle(wire.parse_frame(payload)))
+
+
+def _read_exact(stream, size: int) -> bytes | None:
+    chunks, remaining = [], size
+    while remaining:
+        chunk = stream.read(remaining)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,1 @@
+"""Reference solutions (instructors only): the same API as ``assignment``."""
