@@ -69,16 +69,18 @@ def handle(message: dict, package: str = PACKAGE, probes: str = "kit_probes") ->
     return answer
 
 
-def serve(request_fd: int, response_fd: int, folder: Path) -> None:
-    """Answer requests until the judge closes the pipe."""
+def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str]) -> None:
+    """Report the isolation (before any student code runs), import the package, report readiness,
+    then answer requests until the judge closes the pipe."""
     requests = os.fdopen(request_fd, "rb", buffering=0)
     responses = os.fdopen(response_fd, "wb", buffering=0)
+    wire.write_frame(responses, {"$type": "hello", "isolation": isolation})
+    ready: dict[str, Any] = {"$type": "ready"}
     try:
         load_package(folder)
-    except BaseException as exc:  # noqa: BLE001 - an import-time failure is reported per request
-        wire.write_frame(responses, {"$type": "hello", "import_error": wire.encode_exception(exc)})
-    else:
-        wire.write_frame(responses, {"$type": "hello"})
+    except BaseException as exc:  # noqa: BLE001 - an import-time failure is reported with each failing call
+        ready["import_error"] = wire.encode_exception(exc)
+    wire.write_frame(responses, ready)
     while True:
         header = _read_exact(requests, 4)
         if header is None:

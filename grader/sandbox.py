@@ -1,0 +1,323 @@
+"""Containment of student code: the one entry point that starts, watches and kills workers.
+
+A ``Worker`` copies the submission package into a private temporary folder with the worker
+files, starts ``confine.py`` there in a new session with a scrubbed environment, and talks to
+it over two pipes (never stdin/stdout: those are captured, truncated and otherwise ignored).
+Each request has a wall-clock limit; a resident-memory watchdog kills a worker that grows
+past its cap; on a timeout, crash, memory kill or protocol violation the whole process tree
+(and, when dropped to a dedicated uid, every process of that uid) is killed and the next
+request starts a fresh worker from a fresh copy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import wire
+from .session import WorkerFailure
+
+KIT = Path(__file__).resolve().parent
+PR_SET_CHILD_SUBREAPER = 36
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+              "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
+UID_BASE, UID_SPAN = 200_000, 60_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    call_seconds: float = 30.0
+    start_seconds: float = 120.0
+    memory_bytes: int = 4 << 30
+    output_bytes: int = 64 << 10
+    file_bytes: int = 1 << 30
+    processes: int = 256
+
+
+@dataclass
+class _Output:
+    """The worker's stdout and stderr: the first ``limit`` bytes kept, the rest counted."""
+
+    limit: int
+    kept: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def drain(self, stream) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            self.total += len(chunk)
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+
+    def tail(self, size: int = 600) -> str:
+        text = self.kept.decode(errors="replace")[-size:]
+        return text + (f" [{self.total - len(self.kept)} more bytes dropped]" if self.total > len(self.kept) else "")
+
+
+def _become_subreaper() -> None:
+    """Orphans of a worker (double-forked, setsid) are re-parented to the judge, so they can be found."""
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, uid) for every process visible in /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            table[int(entry)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]))
+    return table
+
+
+def _descendants(root: int, table: dict[int, tuple[int, int]]) -> set[int]:
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _resident_bytes(pids: set[int]) -> int:
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def secret_paths() -> list[Path]:
+    """What no worker may see: the grader (hidden suites, probes' originals) and the reference."""
+    import importlib.util
+
+    paths = [KIT]
+    spec = importlib.util.find_spec("solutions")
+    if spec is not None and spec.submodule_search_locations:
+        paths += [Path(p).resolve() for p in spec.submodule_search_locations]
+    return paths
+
+
+def _python_paths() -> list[str]:
+    """Folders a dropped uid must reach to run this interpreter and its packages."""
+    import numpy
+    import torch
+
+    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths |= {str(Path(module.__file__).resolve().parents[1]) for module in (torch, numpy)}
+    return sorted(paths)
+
+
+class Worker:
+    """A contained worker process for one submission, restarted as needed."""
+
+    def __init__(self, package: Path, limits: Limits = Limits(), masks: list[Path] = (),
+                 readonly: list[Path] = ()) -> None:
+        self.package = package
+        self.limits = limits
+        self.masks = [str(Path(p).resolve()) for p in [*masks, *secret_paths(), package]]
+        self.readonly = [str(Path(p).resolve()) for p in readonly]
+        self.isolation: dict[str, str] = {}
+        self.import_error: wire.Raised | None = None
+        self.restarts = 0
+        self._proc: subprocess.Popen | None = None
+        self._uid: int | None = None
+        _become_subreaper()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _prepare(self) -> Path:
+        workdir = Path(tempfile.mkdtemp(prefix="kit-worker-"))
+        shutil.copytree(self.package, workdir / "assignment", symlinks=False,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        kit = workdir / "_kit"
+        kit.mkdir()
+        for name in ("confine.py", "worker.py", "wire.py"):
+            shutil.copy2(KIT / name, kit / name)
+        shutil.copytree(KIT / "probes", kit / "kit_probes", ignore=shutil.ignore_patterns("__pycache__"))
+        if self._uid is not None:
+            for path in [workdir, *workdir.rglob("*")]:
+                os.chown(path, self._uid, self._uid, follow_symlinks=False)
+            workdir.chmod(0o700)
+        return workdir
+
+    def _pick_uid(self) -> int | None:
+        if os.geteuid() != 0:
+            return None
+        taken = {uid for _, uid in _processes().values()}
+        start = os.getpid() % UID_SPAN
+        return next(UID_BASE + (start + i) % UID_SPAN for i in range(UID_SPAN) if UID_BASE + (start + i) % UID_SPAN not in taken)
+
+    def _start(self) -> None:
+        self._uid = self._pick_uid()
+        self._workdir = self._prepare()
+        request_r, self._request_w = os.pipe()
+        self._response_r, response_w = os.pipe()
+        config = {"workdir": str(self._workdir), "masks": self.masks, "readonly": self.readonly,
+                  "expose": _python_paths(), "uid": self._uid, "gid": self._uid, "judge_pid": os.getpid(),
+                  "request_fd": request_r, "response_fd": response_w, "file_bytes": self.limits.file_bytes,
+                  "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes}
+        env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
+        env.update(HOME=str(self._workdir), TMPDIR=str(self._workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
+        self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=self._workdir,
+                                      env=env, pass_fds=(request_r, response_w), stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        os.close(request_r)
+        os.close(response_w)
+        os.set_blocking(self._request_w, False)
+        self._output = _Output(self.limits.output_bytes)
+        self._memory_killed = False
+        self._threads = [threading.Thread(target=self._output.drain, args=(self._proc.stdout,), daemon=True),
+                         threading.Thread(target=self._watch_memory, args=(self._proc,), daemon=True)]
+        for thread in self._threads:
+            thread.start()
+        hello = self._read_frame(time.monotonic() + self.limits.start_seconds, "starting the worker")
+        self.isolation = {key: str(value) for key, value in dict(hello.get("isolation", {})).items()}
+        ready = self._read_frame(time.monotonic() + self.limits.start_seconds, "importing your package")
+        self.import_error = wire.decode(ready["import_error"]) if "import_error" in ready else None
+
+    def _watch_memory(self, proc: subprocess.Popen) -> None:
+        """Kill the worker when its process tree's resident memory passes the cap."""
+        beat = 0
+        while proc.poll() is None:
+            pids = {proc.pid}
+            if beat % 10 == 0:  # the whole tree once a second, the worker itself ten times a second
+                pids |= _descendants(proc.pid, _processes())
+            if _resident_bytes(pids) > self.limits.memory_bytes:
+                self._memory_killed = True
+                self._kill_tree()
+                return
+            beat += 1
+            time.sleep(0.1)
+
+    def _kill_tree(self) -> None:
+        if self._proc is None:
+            return
+        table = _processes()
+        doomed = _descendants(self._proc.pid, table) | {self._proc.pid}
+        if self._uid is not None:
+            doomed |= {pid for pid, (_, uid) in table.items() if uid == self._uid}
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _kill(doomed)
+
+    def _reap_orphans(self) -> None:
+        """Kill and reap processes re-parented to the judge (the worker's escaped descendants)."""
+        me = os.getpid()
+        for _ in range(3):
+            table = _processes()
+            orphans = {pid for pid, (ppid, _) in table.items() if ppid == me}
+            orphans |= {d for pid in orphans for d in _descendants(pid, table)}
+            if not orphans:
+                return
+            _kill(orphans)
+            for pid in orphans:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+
+    def stop(self) -> None:
+        """Kill the worker and everything it started; remove its folder."""
+        if self._proc is None:
+            return
+        self._kill_tree()
+        self._proc.wait()
+        self._reap_orphans()
+        for fd in (self._request_w, self._response_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for thread in self._threads:
+            thread.join(timeout=5)
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        self._proc = None
+
+    close = stop
+
+    # -- protocol --------------------------------------------------------------------------
+
+    def _fail(self, what: str) -> WorkerFailure:
+        """Stop the worker and describe why, with the end of what it printed."""
+        proc = self._proc
+        self.stop()
+        self.restarts += 1
+        if self._memory_killed:
+            what = f"used more than {self.limits.memory_bytes >> 20} MiB of memory and was stopped"
+        elif proc is not None and proc.returncode not in (None, 0) and proc.returncode < 0 and "died" in what:
+            what += f" (killed by signal {signal.Signals(-proc.returncode).name})"
+        elif proc is not None and proc.returncode is not None and "died" in what:
+            what += f" (exit status {proc.returncode})"
+        output = self._output.tail().strip()
+        return WorkerFailure(what + (f"; its last output: {output}" if output else ""))
+
+    def _read_exact(self, size: int, deadline: float, what: str) -> bytes:
+        chunks, remaining = [], size
+        while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._response_r], [], [], left)[0]:
+                raise self._fail(f"no answer within the time limit while {what}; the worker was stopped")
+            chunk = os.read(self._response_r, min(remaining, 1 << 20))
+            if not chunk:
+                self._proc.wait(timeout=5)
+                raise self._fail(f"the worker process died while {what}")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def _read_frame(self, deadline: float, what: str) -> dict:
+        try:
+            length = wire.frame_length(self._read_exact(4, deadline, what))
+            return wire.parse_frame(self._read_exact(length, deadline, what))
+        except wire.WireError as exc:
+            raise self._fail(f"the worker broke the protocol while {what} ({exc})") from None
+
+    def _write_frame(self, message: dict, deadline: float, what: str) -> None:
+        payload = json.dumps({"v": wire.VERSION, **message}, separators=(",", ":")).encode()
+        data = memoryview(len(payload).to_bytes(4, "big") + payload)
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._request_w], [], left)[1]:
+                raise self._fail(f"the worker stopped reading requests while {what}; it was stopped")
+            try:
+                data = data[os.write(self._request_w, data[: 1 << 16]):]
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                raise self._fail(f"the worker process died while {what}") from None
+
+    def request(self, message: dict, timeout: float) -> dict:
+        if self._proc is None:
+            self._start()
+        deadline = time.monotonic() + timeout
+        what = f"running {message.get('target') or message.get('probe')}"
+        self._write_frame(message, deadline, what)
+        return self._read_frame(deadline, what)
