@@ -118,6 +118,7 @@ class Recorder:
         yield submission
         backend.close()
         self.isolation = backend.isolation
+        self.import_error = str(backend.import_error) if backend.import_error else ""
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
@@ -148,5 +149,6 @@ class Recorder:
         if path:
             data = {"outcomes": [asdict(o) for o in self.outcomes.values()],
                     "isolation": getattr(self, "isolation", {}), "gpu_used": self.use_gpu,
+                    "import_error": getattr(self, "import_error", ""),
                     "collection_errors": session.testsfailed if not self.outcomes else 0}
             Path(path).write_text(json.dumps(data, indent=1))

@@ -122,3 +122,19 @@ def sections(solutions_dir: Path) -> set[str]:
             for path in sorted(solutions_dir.glob("*.py"))
             for region in find_regions(path.read_text(), str(path))
             if region.in_function and region.owner is not None}
+
+
+KIT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(*, check: bool = False) -> int:
+    """``grader stubs``: rewrite assignment/ from solutions/, or with ``check`` report staleness."""
+    solutions, assignment = KIT_ROOT / "solutions", KIT_ROOT / "assignment"
+    if check:
+        stale = stale_stubs(solutions, assignment)
+        for name in stale:
+            print(f"stale: assignment/{name} differs from the stub of solutions/{name} (run: grader stubs)")
+        return 1 if stale else 0
+    for path in write_stubs(solutions, assignment):
+        print(f"wrote {path.relative_to(KIT_ROOT)}")
+    return 0

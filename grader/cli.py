@@ -1,0 +1,91 @@
+"""The ``grader`` command: each subcommand forwards to one module's keyword-only ``main``.
+
+Defaults come from each ``main``'s own keyword defaults, so the command line and the Python
+API cannot disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _defaults(module: str) -> dict[str, Any]:
+    return importlib.import_module(f"grader.{module}").main.__kwdefaults__ or {}
+
+
+def _problems(text: str) -> list[str]:
+    keys = [part.strip().upper() for part in text.split(",") if part.strip()]
+    bad = [k for k in keys if k not in {f"P{i}" for i in range(1, 9)}]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown problem(s) {', '.join(bad)}: use P1..P8, comma-separated")
+    return keys
+
+
+def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
+    parser.add_argument("--gpu", choices=("auto", "require", "off"), default=defaults["gpu"],
+                        help="auto: run GPU tests when CUDA is present (else 'not run', grade provisional); "
+                             "require: fail fast without CUDA; off: never run them")
+    parser.add_argument("--seed", type=int, default=defaults["seed"], help="hypothesis seed (reproducible grading)")
+    parser.add_argument("--problems", type=_problems, default=defaults["problems"], help="only these, e.g. P1,P3")
+    parser.add_argument("--budget-seconds", type=float, default=defaults["budget_seconds"],
+                        help="time budget for one whole submission")
+    parser.add_argument("--call-seconds", type=float, default=defaults["call_seconds"],
+                        help="wall-clock limit of one call into student code")
+    parser.add_argument("--memory-mb", type=int, default=defaults["memory_mb"], help="worker memory cap (resident)")
+    parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
+                        help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
+
+
+def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("grade")
+    parser = sub.add_parser("grade", help="grade one submission in a sandboxed worker")
+    parser.add_argument("submission", help="folder with an assignment/ package, folder of modules, or .zip")
+    parser.add_argument("--out", type=Path, default=defaults["out"], help="write Gradescope results.json here")
+    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="judge sessions in parallel")
+    parser.add_argument("--in-process", action="store_true",
+                        help="UNSAFE: run student code inside the judge (debugging the kit only; never to grade)")
+    _grading_options(parser, defaults)
+    return lambda a: importlib.import_module("grader.grade").main(
+        a.submission, out=a.out, gpu=a.gpu, jobs=a.jobs, seed=a.seed, in_process=a.in_process,
+        budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
+        problems=a.problems, profile=a.profile)
+
+
+def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    parser = sub.add_parser("stubs", help="regenerate assignment/ from solutions/ (or --check that it is current)")
+    parser.add_argument("--check", action="store_true", help="only report stale stubs; exit 1 if any")
+    return lambda a: importlib.import_module("grader.stubs").main(check=a.check)
+
+
+COMMANDS = [_grade, _stubs]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grader", description="Instructor tooling for the resource-accounting kit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    handlers = {}
+    for command in COMMANDS:
+        before = set(sub.choices)
+        handler = command(sub)
+        for name in set(sub.choices) - before:
+            handlers[name] = handler
+    parser.set_defaults(_handlers=handlers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args._handlers[args.command](args)
+    except KeyboardInterrupt:
+        print("grader: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""``grader grade``: grade one submission with the hidden suites, judged outside student code.
+
+The submission is staged into a private folder; judge sessions (pytest over the hidden suites
+with ``grader.plugin``, one per group of problems, ``--jobs`` at a time) each drive their own
+sandboxed worker. Their outcomes are merged into one ``GradingResult``, written as
+results.json and shown as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .problems import PROBLEMS
+from .results import GradingResult, TestResult, write_json_atomic
+from .submission import SubmissionError, stage
+
+HIDDEN = Path(__file__).resolve().parent / "hidden"
+KIT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class GradingError(RuntimeError):
+    """The grader itself could not grade (bad arguments, no GPU where one is required)."""
+
+
+def hidden_suites(problems: list[str] | None = None, hidden: Path = HIDDEN) -> list[Path]:
+    """The hidden test files, in problem order, optionally only for ``problems`` (P1..P8)."""
+    wanted = [key for key in PROBLEMS if not problems or key in problems]
+    return [path for key in wanted for path in sorted(hidden.glob(f"test_{key.lower()}_*.py"))]
+
+
+def _judge_command(files: list[Path], package: Path, outcomes: Path, options: dict) -> list[str]:
+    command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.plugin", "-q", "--assert=plain",
+               "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
+               "--submission", str(package), "--outcomes", str(outcomes), "--gpu", options["gpu"],
+               "--call-seconds", str(options["call_seconds"]), "--budget-seconds", str(options["budget_seconds"]),
+               "--memory-mb", str(options["memory_mb"]), "--hypothesis-profile", options["profile"],
+               "--hypothesis-seed", str(options["seed"])]
+    for path in options["masks"]:
+        command += ["--mask", str(path)]
+    return command + (["--in-process"] if options["in_process"] else [])
+
+
+def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options: dict) -> list[dict]:
+    """Run one judge session per group, all at once; returns their outcome files' contents."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))}
+    sessions = []
+    for index, files in enumerate(groups):
+        outcomes, log = workdir / f"outcomes-{index}.json", workdir / f"judge-{index}.log"
+        with open(log, "wb") as stream:
+            process = subprocess.Popen(_judge_command(files, package, outcomes, options), stdout=stream,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
+        sessions.append((process, outcomes, log))
+    try:
+        for process, _, _ in sessions:
+            process.wait()
+    finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call
+        for process, _, _ in sessions:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    reports = []
+    for process, outcomes, log in sessions:
+        if not outcomes.exists():
+            tail = log.read_text(errors="replace")[-1500:]
+            raise GradingError(f"a judge session ended without results (exit {process.returncode}): {tail}")
+        reports.append(json.loads(outcomes.read_text()))
+    return reports
+
+
+def _split(files: list[Path], jobs: int) -> list[list[Path]]:
+    groups = [files[i::jobs] for i in range(max(1, min(jobs, len(files))))]
+    return [group for group in groups if group]
+
+
+def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
+    notes = set()
+    if any("time budget" in t.message for t in tests):
+        notes.add("This submission used up its time budget; the tests after that point were not run.")
+    for report in reports:
+        if report.get("import_error"):
+            notes.add(f"Importing your package failed: {report['import_error']}")
+    return tuple(sorted(notes))
+
+
+def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int = 0, in_process: bool = False,
+          budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
+          problems: list[str] | None = None, profile: str = "grading", masks: tuple[Path, ...] = (),
+          hidden: Path = HIDDEN) -> GradingResult:
+    """Grade one submission; raises SubmissionError when it cannot be read, GradingError on bad options."""
+    started = time.monotonic()
+    if gpu == "require":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise GradingError("--gpu require: no CUDA device is available on this machine")
+    files = hidden_suites(problems, hidden)
+    if not files:
+        raise GradingError(f"no hidden suites found for {problems or 'any problem'} in {hidden}")
+    workdir = Path(tempfile.mkdtemp(prefix="kit-judge-"))
+    try:
+        package = stage(submission, workdir / "staged")
+        options = dict(gpu=gpu, seed=seed, in_process=in_process, budget_seconds=budget_seconds,
+                       call_seconds=call_seconds, memory_mb=memory_mb, profile=profile,
+                       masks=[*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir])
+        reports = _run_judges(_split(files, jobs), package, workdir, options)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    tests = [TestResult(**outcome) for report in reports for outcome in report["outcomes"]]
+    isolation = next((r["isolation"] for r in reports if r.get("isolation")), {})
+    return GradingResult(tests=tuple(tests), submission=str(submission), isolation=isolation,
+                         execution_time=time.monotonic() - started, notes=_notes(reports, tests))
+
+
+def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: int = 1, seed: int = 0,
+         in_process: bool = False, budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
+         problems: list[str] | None = None, profile: str = "grading") -> int:
+    """Grade, write results.json, print the table; 0 when grading completed, 2 when it could not."""
+    from .report import print_result
+
+    started = time.monotonic()
+    try:
+        result = grade(submission, gpu=gpu, jobs=jobs, seed=seed, in_process=in_process,
+                       budget_seconds=budget_seconds, call_seconds=call_seconds, memory_mb=memory_mb,
+                       problems=problems, profile=profile, masks=(out.resolve(),) if out else ())
+    except (SubmissionError, GradingError) as exc:
+        if out:
+            write_json_atomic(out, GradingResult.failed(str(submission), str(exc),
+                                                        time.monotonic() - started).to_gradescope_dict())
+        print(f"grader grade: cannot grade {submission}: {exc}", file=sys.stderr)
+        return 2
+    if out:
+        write_json_atomic(out, result.to_gradescope_dict())
+    print_result(result)
+    return 0
+
