@@ -61,7 +61,13 @@ def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
     return lambda a: importlib.import_module("grader.stubs").main(check=a.check)
 
 
-COMMANDS = [_grade, _stubs]
+def _release(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    parser = sub.add_parser("release", help="write the student repository (stubs, public tests, handout) and verify it")
+    parser.add_argument("out", help="a new or empty folder")
+    return lambda a: importlib.import_module("grader.release").main(a.out)
+
+
+COMMANDS = [_grade, _stubs, _release]
 
 
 def build_parser() -> argparse.ArgumentParser:

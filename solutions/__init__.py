@@ -1,1 +1,1 @@
-"""Reference solutions (instructors only): the same API as ``assignment``."""
+"""Implementations of the eight problems of handout.md."""

@@ -1,0 +1,72 @@
+"""Step (last): verify the build leaks no solution body, hidden test or instructor tool.
+
+Checks: only the expected top-level entries exist; no solution marker survives; the stubs are
+exactly what ``grader stubs`` generates; and no distinctive line of a solution region or of a
+hidden suite or probe appears in any released file (lines that the public tests or the stubs
+themselves contain are not secrets).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..stubs import BEGIN, END, find_regions, stale_stubs
+from ._context import ReleaseContext, ReleaseError
+
+ALLOWED_TOP_LEVEL = {"assignment", "tests", "handout.md", "pyproject.toml", "README.md", ".gitignore", ".github"}
+MIN_SECRET_LENGTH = 24
+
+
+def _distinctive(lines: list[str]) -> set[str]:
+    stripped = (line.strip() for line in lines)
+    return {line for line in stripped if len(line) >= MIN_SECRET_LENGTH and not line.startswith("#")}
+
+
+def secret_lines(kit: Path) -> set[str]:
+    """Lines that would reveal a solution or a hidden test, minus what is public anyway."""
+    secrets: set[str] = set()
+    for path in sorted((kit / "solutions").glob("*.py")):
+        lines = path.read_text().splitlines()
+        for region in find_regions("\n".join(lines), str(path)):
+            secrets |= _distinctive(lines[region.begin: region.end - 1])
+    for folder in ("grader/hidden", "grader/probes"):
+        for path in sorted((kit / folder).rglob("*.py")):
+            secrets |= _distinctive(path.read_text().splitlines())
+    public = set()
+    for path in sorted((kit / "tests").rglob("*.py")):
+        public |= {line.strip() for line in path.read_text().splitlines()}
+    return secrets - public
+
+
+def _released_text(out: Path) -> dict[Path, str]:
+    texts = {}
+    for path in sorted(out.rglob("*")):
+        if path.is_file():
+            texts[path] = path.read_bytes().decode("utf-8", errors="replace")
+    return texts
+
+
+def find_leaks(kit: Path, out: Path) -> list[str]:
+    """Every problem found in the build at ``out``; empty when it is clean."""
+    problems = [f"unexpected entry {entry.name!r} at the top level"
+                for entry in sorted(out.iterdir()) if entry.name not in ALLOWED_TOP_LEVEL]
+    problems += [f"stub {name} is not the generated stub" for name in stale_stubs(kit / "solutions", out / "assignment")]
+    secrets = secret_lines(kit)
+    for path, text in _released_text(out).items():
+        where = path.relative_to(out)
+        if BEGIN in text or END in text:
+            problems.append(f"{where}: contains a solution marker")
+        if path.name.startswith("test_p") and (kit / "grader" / "hidden" / path.name).exists() \
+                and text == (kit / "grader" / "hidden" / path.name).read_text():
+            problems.append(f"{where}: is a hidden suite")
+        for line in text.splitlines():
+            if line.strip() in secrets:
+                problems.append(f"{where}: contains a secret line: {line.strip()[:80]!r}")
+                break
+    return problems
+
+
+def assert_no_leak(context: ReleaseContext) -> None:
+    leaks = find_leaks(context.kit, context.out)
+    if leaks:
+        raise ReleaseError("the release leaks and was not written:\n  " + "\n  ".join(leaks))
