@@ -67,7 +67,22 @@ def _release(sub: argparse._SubParsersAction) -> Callable[..., int]:
     return lambda a: importlib.import_module("grader.release").main(a.out)
 
 
-COMMANDS = [_grade, _stubs, _release]
+def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("selfcheck")
+    parser = sub.add_parser("selfcheck", help="prove the kit: reference 100, stubs 0, mutants killed, attacks "
+                                              "contained, release clean")
+    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="gradings in parallel")
+    parser.add_argument("--full", action="store_true", help="grade every problem for every mutant")
+    parser.add_argument("--quick", action="store_true", help="the attack subset CI runs (see README)")
+    parser.add_argument("--mutants", type=lambda s: s.split(","), default=defaults["mutants"],
+                        help="only these mutant ids or problems (comma-separated)")
+    parser.add_argument("--sections", type=lambda s: s.split(","), default=defaults["sections"],
+                        help="independence,reference,stubs,mutants,attacks,release (default: all)")
+    return lambda a: importlib.import_module("grader.selfcheck").main(
+        jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections)
+
+
+COMMANDS = [_grade, _stubs, _release, _selfcheck]
 
 
 def build_parser() -> argparse.ArgumentParser:

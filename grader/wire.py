@@ -121,7 +121,7 @@ def encode(value: Any, depth: int = 0) -> Any:
                 "device": str(value.device), "requires_grad": bool(value.requires_grad),
                 "data": _b64(_tensor_bytes(value))}
     if kind is np.ndarray or kind is np.memmap:
-        array = np.ascontiguousarray(value)
+        array = np.array(value, order="C")  # a copy; keeps 0-d arrays 0-d (ascontiguousarray would not)
         if array.dtype.hasobject:
             return _opaque(value, "object array")
         return {"$t": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape), "data": _b64(array.tobytes())}

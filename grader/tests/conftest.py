@@ -1,0 +1,3 @@
+"""The grader's own tests. Fast ones run by default; see grader/tests/README.md."""
+
+collect_ignore_glob = ["fixtures/*"]

@@ -1,0 +1,73 @@
+"""The student release: complete, verified, leak-free, and its tests fail (not error) on the stubs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.release import ReleaseError, build
+from grader.release.assert_no_leak import find_leaks
+
+KIT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> Path:
+    return build(tmp_path_factory.mktemp("rel") / "student")
+
+
+def test_release_holds_the_student_files_and_nothing_else(release):
+    names = {p.name for p in release.iterdir()}
+    assert {"assignment", "tests", "handout.md", "pyproject.toml", "README.md"} <= names
+    assert not {"solutions", "grader"} & names
+    assert not list(release.rglob("test_p*_*.py")) or all(p.parent.name == "tests" for p in release.rglob("test_p*"))
+    assert find_leaks(KIT, release) == []
+
+
+def test_a_leaked_solution_line_is_caught(release, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(release, copy)
+    solution = (KIT / "solutions" / "memory.py").read_text()
+    region = solution.split("# BEGIN SOLUTION", 2)[2].split("# END SOLUTION", 1)[0]
+    secret = max(region.splitlines(), key=len)
+    with open(copy / "assignment" / "strides.py", "a") as stream:
+        stream.write(f"\n# {secret.strip()}\n" if secret.strip().startswith("#") else f"\n{secret.strip()}\n")
+    assert any("secret line" in p or "not the generated stub" in p for p in find_leaks(KIT, copy))
+
+
+def test_a_leaked_hidden_suite_is_caught(release, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(release, copy)
+    hidden = next((KIT / "grader" / "hidden").glob("test_p*_*.py"))
+    shutil.copyfile(hidden, copy / "tests" / f"extra_{hidden.name}")
+    assert find_leaks(KIT, copy)
+
+
+def test_release_refuses_a_non_empty_target(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(ReleaseError):
+        build(tmp_path)
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_public_tests_in_the_release_all_fail_on_the_stubs(release):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-x", "--co"],
+                         cwd=release, env=env, capture_output=True, text=True, timeout=300)
+    collected = int(re.search(r"(\d+) tests? collected", run.stdout).group(1))
+    run = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
+                         cwd=release, env=env, capture_output=True, text=True, timeout=600)
+    summary = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 1, run.stdout[-2000:]
+    failed = int(re.search(r"(\d+) failed", summary).group(1))
+    skipped = int(m.group(1)) if (m := re.search(r"(\d+) skipped", summary)) else 0
+    assert "error" not in summary and "passed" not in summary, summary
+    assert failed + skipped == collected, summary
+    assert "public tests per problem" in run.stdout
+    assert "see handout.md, section" in run.stdout
