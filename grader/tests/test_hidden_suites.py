@@ -1,0 +1,55 @@
+"""The hidden suites' bookkeeping: points per problem, names, independence, and the mutant catalog."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from grader import mutants
+from grader.problems import PROBLEMS
+from grader.selfcheck import independence_violations
+
+KIT = Path(__file__).resolve().parents[2]
+HIDDEN = KIT / "grader" / "hidden"
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory) -> list[dict]:
+    outcomes = tmp_path_factory.mktemp("co") / "outcomes.json"
+    run = subprocess.run([sys.executable, "-m", "pytest", str(HIDDEN), "-p", "grader.plugin", "--co", "-q",
+                          "-c", str(HIDDEN / "pytest.ini"), "--submission", str(KIT / "solutions"), "--in-process",
+                          "--outcomes", str(outcomes)], cwd=KIT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    return json.loads(outcomes.read_text())["outcomes"]
+
+
+def test_points_per_problem_match_the_problem_set(collected):
+    points = Counter()
+    for outcome in collected:
+        points[outcome["problem"]] += outcome["points"]
+    assert dict(points) == {key: problem.points for key, problem in PROBLEMS.items()}
+
+
+def test_every_hidden_test_has_a_readable_name(collected):
+    unnamed = [o["nodeid"] for o in collected if o["name"].startswith("test_")]
+    assert not unnamed, f"hidden tests without a one-line docstring: {unnamed}"
+
+
+def test_problems_are_independent():
+    assert independence_violations() == []
+
+
+def test_mutant_catalog_applies_cleanly_and_covers_every_problem():
+    catalog = mutants.load()
+    per_problem = Counter(m.problem for m in catalog)
+    assert len(catalog) >= 40 and all(per_problem[key] >= 4 for key in PROBLEMS), dict(per_problem)
+    for mutant in catalog:
+        source = (KIT / "solutions" / f"{mutant.module}.py").read_text()
+        mutated = mutant.apply(source)
+        assert mutated != source
+        compile(mutated, f"{mutant.id}.py", "exec")
