@@ -122,13 +122,17 @@ def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: i
          in_process: bool = False, budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
          problems: list[str] | None = None, profile: str = "grading") -> int:
     """Grade, write results.json, print the table; 0 when grading completed, 2 when it could not."""
+    from rich.console import Console
+
     from .report import print_result
 
     started = time.monotonic()
+    console = Console(stderr=True)
     try:
-        result = grade(submission, gpu=gpu, jobs=jobs, seed=seed, in_process=in_process,
-                       budget_seconds=budget_seconds, call_seconds=call_seconds, memory_mb=memory_mb,
-                       problems=problems, profile=profile, masks=(out.resolve(),) if out else ())
+        with console.status(f"grading {submission} ({jobs} judge session{'s' if jobs > 1 else ''})..."):
+            result = grade(submission, gpu=gpu, jobs=jobs, seed=seed, in_process=in_process,
+                           budget_seconds=budget_seconds, call_seconds=call_seconds, memory_mb=memory_mb,
+                           problems=problems, profile=profile, masks=(out.resolve(),) if out else ())
     except (SubmissionError, GradingError) as exc:
         if out:
             write_json_atomic(out, GradingResult.failed(str(submission), str(exc),
