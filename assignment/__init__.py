@@ -1,0 +1,1 @@
+"""Implementations of the eight problems of handout.md."""

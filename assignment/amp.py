@@ -1,0 +1,69 @@
+"""P8: a mixed precision training loop, gradient scaling and activation checkpointing.
+
+Mixed precision keeps the parameters (and the optimizer's state) in float32 and runs the
+forward pass under ``torch.autocast``, which casts the inputs of matmul-like operations to a
+16-bit dtype and keeps precision-sensitive ones (losses, reductions) in float32. float16 has
+a narrow exponent range, so small gradients underflow to zero: the loss is multiplied by a
+large scale before backward, and the gradients divided by it again before the optimizer
+step (``torch.amp.GradScaler``). bfloat16 has float32's range and needs no scaling.
+Activation checkpointing trades compute for memory: a checkpointed block keeps only its input
+and recomputes its inner activations during the backward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from ._counts import as_count
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def train_step(model: torch.nn.Module, batch: Batch, loss_fn: LossFn, optimizer: torch.optim.Optimizer,
+               scaler: torch.amp.GradScaler | None = None, precision: str = "fp32",
+               max_grad_norm: float | None = None) -> dict:
+    """One optimizer step on ``batch = (x, y)`` with loss ``loss_fn(model(x), y)``.
+
+    ``precision`` is "fp32" (no autocast), "bf16" or "fp16": forward and loss run under
+    ``torch.autocast(x.device.type, dtype)``; the parameters stay float32. With a ``scaler``
+    (a ``torch.amp.GradScaler``) the backward pass goes through ``scaler.scale(loss)``,
+    then ``scaler.unscale_(optimizer)`` (when clipping), ``scaler.step(optimizer)`` and
+    ``scaler.update()``. With ``max_grad_norm`` the gradients of the optimizer's parameters
+    are clipped with ``torch.nn.utils.clip_grad_norm_`` and "grad_norm" is their total norm
+    BEFORE clipping, computed on UNSCALED gradients (None without ``max_grad_norm``).
+    Afterwards every gradient is None (``zero_grad(set_to_none=True)``).
+
+    Returns ``{"loss": float, "grad_norm": float | None, "skipped": bool}``; "skipped" is True
+    when the scaler found an inf/NaN gradient and did not step (detected as ``update()``
+    lowering the scale, as Hugging Face accelerate does). Raises ValueError for an unknown
+    precision, for "fp16" without a scaler (its gradients would underflow) and for a
+    ``max_grad_norm`` that is not a positive number.
+    """
+    raise NotImplementedError("amp.train_step is not implemented yet: see handout.md, section 'amp.train_step'")
+
+
+def checkpointed(blocks: Sequence[torch.nn.Module], x: torch.Tensor, enabled: bool = True) -> torch.Tensor:
+    """Run ``x`` through ``blocks`` in order, checkpointing each block when ``enabled``.
+
+    Each block is called as ``torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)``:
+    only its input is saved for backward and its inner activations are recomputed during the
+    backward pass. Values and gradients are the same as a plain ``for block in blocks: x = block(x)``
+    (the non-reentrant form also gives parameter gradients when ``x`` does not require grad).
+    """
+    raise NotImplementedError("amp.checkpointed is not implemented yet: see handout.md, section 'amp.checkpointed'")
+
+
+def train(model: torch.nn.Module, get_batch: Callable[[], Batch], loss_fn: LossFn,
+          optimizer: torch.optim.Optimizer, steps: int, precision: str = "fp32",
+          scaler: torch.amp.GradScaler | None = None, max_grad_norm: float | None = None) -> list[float]:
+    """Run ``steps`` calls of ``train_step`` on ``get_batch()`` batches; return the per-step losses.
+
+    ``steps`` is a count (an int or a whole-number float); the other arguments are passed to
+    ``train_step`` unchanged (so its ValueErrors apply).
+    """
+    raise NotImplementedError("amp.train is not implemented yet: see handout.md, section 'amp.train'")

@@ -1,0 +1,141 @@
+"""P3: einops rewrites of everyday tensor code.
+
+Each docstring shows the "old way" (``@``, ``transpose``, ``view``, ``permute``, ``sum``/``mean``),
+where every dimension is a bare position such as ``-2``. Rewrite it with einops (``einsum``,
+``rearrange``, ``reduce``, ``repeat``) so that every dimension has a name in the pattern.
+
+Form rules (checked on this file's code; docstrings and comments are ignored): every function
+below calls an einops function itself (calling another function of this file does not count),
+and no code here uses ``@``, ``matmul``, ``bmm``, ``mm``, ``transpose``, ``permute``, ``view``,
+``reshape``, ``.T``/``.mT``, ``movedim``, ``swapaxes``/``swapdims``, ``flatten``/``unflatten``,
+``tensordot``, ``torch.einsum``, ``.sum`` or ``.mean``.
+
+Results keep the input dtype (float32, float64 and bfloat16 are graded). A ``...`` in a pattern
+stands for any number of leading batch dims, none included.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import einsum, rearrange, reduce
+
+from ._counts import as_count
+
+
+def pairwise_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Dot product of every query with every key: ``... s1 h, ... s2 h -> ... s1 s2``.
+
+    Old way::
+
+        q @ k.transpose(-2, -1)
+
+    q: (..., s1, h), k: (..., s2, h) -> (..., s1, s2).
+    """
+    raise NotImplementedError("einsum.pairwise_scores is not implemented yet: see handout.md, section 'einsum.pairwise_scores'")
+
+
+def sum_hidden(x: torch.Tensor) -> torch.Tensor:
+    """Sum over the last (hidden) dim: ``... hidden -> ...``.
+
+    Old way::
+
+        x.sum(dim=-1)
+    """
+    raise NotImplementedError("einsum.sum_hidden is not implemented yet: see handout.md, section 'einsum.sum_hidden'")
+
+
+def mean_hidden(x: torch.Tensor) -> torch.Tensor:
+    """Mean over the last (hidden) dim: ``... hidden -> ...``.
+
+    Old way::
+
+        x.mean(dim=-1)
+    """
+    raise NotImplementedError("einsum.mean_hidden is not implemented yet: see handout.md, section 'einsum.mean_hidden'")
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Split the last dim into heads: ``... (heads d) -> ... heads d``.
+
+    Old way::
+
+        *batch, hidden = x.shape
+        x.view(*batch, num_heads, hidden // num_heads)
+
+    Head ``i`` is the i-th contiguous block of ``d`` features. ``num_heads`` is a count (a
+    whole float such as 4.0 is accepted); ValueError when it is not a positive whole number
+    that divides the last dim.
+    """
+    raise NotImplementedError("einsum.split_heads is not implemented yet: see handout.md, section 'einsum.split_heads'")
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Merge the heads back into one hidden dim: ``... heads d -> ... (heads d)``.
+
+    Old way::
+
+        *batch, heads, d = x.shape
+        x.reshape(*batch, heads * d)
+
+    The inverse of ``split_heads``.
+    """
+    raise NotImplementedError("einsum.merge_heads is not implemented yet: see handout.md, section 'einsum.merge_heads'")
+
+
+def per_head_linear(x: torch.Tensor, w: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Apply one (d1 x d2) matrix to every head: ``... (heads d1) -> ... (heads d2)``.
+
+    Old way::
+
+        *batch, hidden = x.shape
+        x = x.view(*batch, num_heads, hidden // num_heads)   # split heads
+        x = x @ w                                            # (d1, d2) on each head
+        x = x.reshape(*batch, -1)                            # merge heads
+
+    x: (..., heads * d1), w: (d1, d2) -> (..., heads * d2). ValueError when ``num_heads`` is
+    not a positive whole number that divides the last dim of x.
+    """
+    raise NotImplementedError("einsum.per_head_linear is not implemented yet: see handout.md, section 'einsum.per_head_linear'")
+
+
+def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A bias-free linear layer with PyTorch's weight layout: ``... d_in, d_out d_in -> ... d_out``.
+
+    Old way::
+
+        x @ w.T          # what torch.nn.functional.linear(x, w) computes
+
+    x: (..., d_in), w: (d_out, d_in) -> (..., d_out).
+    """
+    raise NotImplementedError("einsum.linear is not implemented yet: see handout.md, section 'einsum.linear'")
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Scaled per-head attention scores, heads split out of the hidden dim.
+
+    Old way::
+
+        batch, seq_q, hidden = q.shape
+        seq_k = k.shape[1]
+        d = hidden // num_heads
+        q = q.view(batch, seq_q, num_heads, d).transpose(1, 2)   # batch heads seq_q d
+        k = k.view(batch, seq_k, num_heads, d).transpose(1, 2)   # batch heads seq_k d
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+
+    q: (batch, seq_q, heads * d), k: (batch, seq_k, heads * d) ->
+    (batch, heads, seq_q, seq_k), scaled by 1/sqrt(d) with d the size of ONE head.
+    ValueError when ``num_heads`` is not a positive whole number that divides the hidden size.
+    """
+    raise NotImplementedError("einsum.attention_scores is not implemented yet: see handout.md, section 'einsum.attention_scores'")
+
+
+def channels_first(images: torch.Tensor) -> torch.Tensor:
+    """Move the channels of a batch of images in front of the pixels: ``b h w c -> b c h w``.
+
+    Old way::
+
+        images.permute(0, 3, 1, 2)
+    """
+    raise NotImplementedError("einsum.channels_first is not implemented yet: see handout.md, section 'einsum.channels_first'")

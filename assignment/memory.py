@@ -1,0 +1,101 @@
+"""P1 · dtype memory accounting: how many bytes tensors, parameters and training runs cost.
+
+Every number here is arithmetic on shapes and dtypes: nothing is allocated, so a tensor of
+10**12 elements or a 70e9-parameter model is accounted for instantly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ._counts import as_count
+
+
+def bytes_per_element(dtype: torch.dtype) -> int:
+    """Bytes one element of ``dtype`` occupies (what ``Tensor.element_size()`` reports).
+
+    Supported: float64/32/16, bfloat16, every float8 variant (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz,
+    e8m0fnu), int8/16/32/64, uint8/16/32/64, bool, complex64, complex128.
+    Any other dtype (sub-byte, quantized) or a non-dtype: ValueError.
+    """
+    raise NotImplementedError("memory.bytes_per_element is not implemented yet: see handout.md, section 'memory.bytes_per_element'")
+
+
+def tensor_memory_bytes(shape: Sequence[int], dtype: torch.dtype) -> int:
+    """Bytes of a contiguous tensor of ``shape`` and ``dtype``, computed without allocating it.
+
+    ``shape`` is a sequence of non-negative ints (a ``torch.Size`` works); anything else, or an
+    unsupported dtype: ValueError. ``tensor_memory_bytes((1024, 1024), torch.float32) == 4 MiB``.
+    """
+    raise NotImplementedError("memory.tensor_memory_bytes is not implemented yet: see handout.md, section 'memory.tensor_memory_bytes'")
+
+
+def float_layout(dtype: torch.dtype) -> tuple[int, int, int]:
+    """``(sign, exponent, mantissa)`` bit counts of a floating-point dtype.
+
+    Supported: float64 (1, 11, 52), float32 (1, 8, 23), float16 (1, 5, 10), bfloat16 (1, 8, 7),
+    float8_e4m3fn (1, 4, 3), float8_e5m2 (1, 5, 2). Any other dtype: ValueError.
+    """
+    raise NotImplementedError("memory.float_layout is not implemented yet: see handout.md, section 'memory.float_layout'")
+
+
+def decode_float(bits: int, dtype: torch.dtype) -> float:
+    """The value the raw bit pattern ``bits`` means in ``dtype``, decoded from the layout.
+
+    ``bits`` is an int with ``0 <= bits < 2**(8 * bytes_per_element(dtype))``, laid out as
+    sign | exponent | mantissa (most significant first). Dtypes: float32, float16, bfloat16,
+    float8_e4m3fn, float8_e5m2. Normals, subnormals, signed zeros, infinities and NaN come out
+    exactly as PyTorch reads the same bits; float8_e4m3fn has no infinities and only
+    S.1111.111 is NaN. Bit arithmetic only: no reinterpreting through torch, numpy or struct.
+    A bad pattern or dtype: ValueError.
+    """
+    raise NotImplementedError("memory.decode_float is not implemented yet: see handout.md, section 'memory.decode_float'")
+
+
+def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
+    """Whether the nonzero finite ``value`` becomes zero when stored in ``dtype``.
+
+    Exactly ``torch.tensor(value, dtype=torch.float64).to(dtype) == 0``: PyTorch rounds a float64
+    to float32 first, then to the target (round to nearest, ties to even), so ``value`` vanishes
+    when its float32 rounding is at most half the smallest subnormal of ``dtype``.
+    ``underflows_to_zero(1e-8, torch.float16)`` is True; in bfloat16 it is False.
+    Dtypes: float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,
+    float8_e5m2fnuz; any other dtype, or a zero, infinite or NaN value: ValueError.
+    """
+    raise NotImplementedError("memory.underflows_to_zero is not implemented yet: see handout.md, section 'memory.underflows_to_zero'")
+
+
+def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.float32) -> int:
+    """Bytes one parameter costs during training (activations not counted).
+
+    The parameter and its gradient in ``param_dtype``, plus the optimizer's state in float32:
+    "sgd" keeps 0 state tensors, "momentum", "adagrad" and "rmsprop" 1, "adam" and "adamw" 2.
+    float32 AdamW: 4 + 4 + (4 + 4) = 16. An unknown optimizer or dtype: ValueError.
+    """
+    raise NotImplementedError("memory.training_bytes_per_param is not implemented yet: see handout.md, section 'memory.training_bytes_per_param'")
+
+
+def max_trainable_params(num_gpus: int, bytes_per_gpu: int, bytes_per_param: int) -> int:
+    """How many parameters fit in the devices' memory: floor(num_gpus * bytes_per_gpu / bytes_per_param).
+
+    Activations are ignored. The lecture's 8 H100s of 80e9 bytes with AdamW (16 bytes/param)
+    hold 4e10 parameters. Counts may be whole-number floats; bytes_per_param must be >= 1.
+    """
+    raise NotImplementedError("memory.max_trainable_params is not implemented yet: see handout.md, section 'memory.max_trainable_params'")
+
+
+def deep_linear_memory(batch: int, dim: int, num_layers: int, optimizer: str = "adagrad",
+                       dtype: torch.dtype = torch.float32) -> dict[str, int]:
+    """Training memory of the lecture's deep linear model, in bytes.
+
+    The model: ``num_layers`` bias-free dim x dim linear layers, then a bias-free dim x 1 head.
+    Keys: "parameters" (num_layers*dim*dim + dim values), "activations" (the outputs of the
+    ``num_layers`` hidden layers, batch x dim each; the head's output is not counted),
+    "gradients" (one per parameter), "optimizer_state" (float32, as in
+    ``training_bytes_per_param``) and "total" (their sum). Parameters, gradients and
+    activations are stored in ``dtype``.
+    """
+    raise NotImplementedError("memory.deep_linear_memory is not implemented yet: see handout.md, section 'memory.deep_linear_memory'")

@@ -1,0 +1,182 @@
+"""Public tests for P1 (memory.py): dtype sizes, float bit layouts, training memory."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+from _kit import call, check_equal, check_raises, check_true
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SIZED_DTYPES = [
+    torch.float64, torch.float32, torch.float16, torch.bfloat16,
+    torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu,
+    torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64,
+    torch.bool, torch.complex64, torch.complex128,
+]
+UNSUPPORTED_DTYPES = [getattr(torch, name) for name in ("qint8", "quint8", "quint4x2", "int4", "uint1", "float4_e2m1fn_x2")
+                      if hasattr(torch, name)]
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+UNDERFLOW_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+                    torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz]
+
+
+def torch_decode(bits: int, dtype: torch.dtype) -> float:
+    """What PyTorch reads in the bit pattern (the oracle)."""
+    unsigned = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32}[dtype.itemsize]
+    return torch.tensor([bits], dtype=torch.int64).to(unsigned).view(dtype).float().item()
+
+
+def same_float(got: object, want: float) -> bool:
+    if not isinstance(got, float):
+        return False
+    if math.isnan(want):
+        return math.isnan(got)
+    return got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+
+
+@pytest.mark.parametrize("dtype", SIZED_DTYPES, ids=str)
+def test_bytes_per_element_matches_torch(memory, dtype):
+    check_equal(memory.bytes_per_element, dtype, expected=torch.empty((), dtype=dtype).element_size())
+
+
+@pytest.mark.parametrize("dtype", UNSUPPORTED_DTYPES, ids=str)
+def test_bytes_per_element_rejects_sub_byte_and_quantized(memory, dtype):
+    check_raises(ValueError, memory.bytes_per_element, dtype)
+
+
+def test_tensor_memory_bytes_lecture_examples(memory):
+    check_equal(memory.tensor_memory_bytes, (4, 8), torch.float32, expected=128)
+    # The lecture's GPT-3 feed-forward matrix: 2304 MiB in float32, half that in bfloat16.
+    check_equal(memory.tensor_memory_bytes, (12288 * 4, 12288), torch.float32, expected=2304 * 2**20)
+    check_equal(memory.tensor_memory_bytes, (12288 * 4, 12288), torch.bfloat16, expected=1152 * 2**20)
+    check_equal(memory.tensor_memory_bytes, (), torch.float64, expected=8)
+    check_equal(memory.tensor_memory_bytes, (3, 0, 5), torch.int64, expected=0)
+
+
+def test_tensor_memory_bytes_never_allocates(memory):
+    start = time.perf_counter()
+    check_equal(memory.tensor_memory_bytes, (10**6, 10**6), torch.float32, expected=4 * 10**12)
+    elapsed = time.perf_counter() - start
+    check_true(elapsed < 1.0, "memory.tensor_memory_bytes((10**6, 10**6), torch.float32)", f"{elapsed:.2f} s",
+               "an instant answer", "memory.tensor_memory_bytes", "compute the product of the shape; never build the tensor")
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.lists(st.integers(0, 6), max_size=4), dtype=st.sampled_from(SIZED_DTYPES))
+def test_tensor_memory_bytes_matches_real_tensors(memory, shape, dtype):
+    tensor = torch.empty(shape, dtype=dtype)
+    check_equal(memory.tensor_memory_bytes, tuple(shape), dtype, expected=tensor.numel() * tensor.element_size())
+
+
+def test_tensor_memory_bytes_rejects_negative_sizes(memory):
+    check_raises(ValueError, memory.tensor_memory_bytes, (2, -1), torch.float32)
+
+
+@pytest.mark.parametrize("dtype, layout", [
+    (torch.float64, (1, 11, 52)), (torch.float32, (1, 8, 23)), (torch.float16, (1, 5, 10)),
+    (torch.bfloat16, (1, 8, 7)), (torch.float8_e4m3fn, (1, 4, 3)), (torch.float8_e5m2, (1, 5, 2)),
+], ids=str)
+def test_float_layout(memory, dtype, layout):
+    got = check_equal(memory.float_layout, dtype, expected=layout)
+    check_true(sum(got) == 8 * dtype.itemsize, f"memory.float_layout({dtype})", got,
+               f"bit counts that add up to {8 * dtype.itemsize}", "memory.float_layout")
+
+
+def test_float_layout_rejects_integer_dtypes(memory):
+    check_raises(ValueError, memory.float_layout, torch.int32)
+
+
+@pytest.mark.parametrize("bits, dtype, value", [
+    (0x3C00, torch.float16, 1.0), (0xC000, torch.float16, -2.0), (0x7BFF, torch.float16, 65504.0),
+    (0x0001, torch.float16, 2.0**-24), (0x0400, torch.float16, 2.0**-14), (0x8000, torch.float16, -0.0),
+    (0x7C00, torch.float16, math.inf), (0xFC00, torch.float16, -math.inf), (0x7E00, torch.float16, math.nan),
+    (0x3F80, torch.bfloat16, 1.0), (0x0001, torch.bfloat16, 2.0**-133), (0x7F80, torch.bfloat16, math.inf),
+    (0x3F800000, torch.float32, 1.0), (0x00000001, torch.float32, 2.0**-149), (0x80000000, torch.float32, -0.0),
+    (0x7E, torch.float8_e4m3fn, 448.0), (0x7F, torch.float8_e4m3fn, math.nan), (0x78, torch.float8_e4m3fn, 256.0),
+    (0x01, torch.float8_e4m3fn, 2.0**-9), (0x7B, torch.float8_e5m2, 57344.0), (0x7C, torch.float8_e5m2, math.inf),
+    (0x7D, torch.float8_e5m2, math.nan), (0x80, torch.float8_e5m2, -0.0),
+], ids=lambda v: hex(v) if isinstance(v, int) else str(v))
+def test_decode_float_examples(memory, bits, dtype, value):
+    check_equal(memory.decode_float, bits, dtype, expected=value)
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_decode_float_every_float8_pattern(memory, dtype):
+    for bits in range(256):
+        want = torch_decode(bits, dtype)
+        got = call(memory.decode_float, bits, dtype)
+        check_true(same_float(got, want), f"memory.decode_float({bits:#04x}, {dtype})", got,
+                   f"{want!r} (what PyTorch reads in these bits)", "memory.decode_float")
+
+
+@settings(max_examples=30, deadline=None)
+@given(bits=st.integers(0, 2**16 - 1), dtype=st.sampled_from([torch.float16, torch.bfloat16]))
+def test_decode_float_16_bit_patterns(memory, bits, dtype):
+    want = torch_decode(bits, dtype)
+    got = call(memory.decode_float, bits, dtype)
+    check_true(same_float(got, want), f"memory.decode_float({bits:#06x}, {dtype})", got,
+               f"{want!r} (what PyTorch reads in these bits)", "memory.decode_float")
+
+
+def test_decode_float_rejects_patterns_out_of_range(memory):
+    check_raises(ValueError, memory.decode_float, 2**16, torch.float16)
+    check_raises(ValueError, memory.decode_float, -1, torch.float8_e5m2)
+
+
+def test_underflows_to_zero_lecture_example(memory):
+    check_equal(memory.underflows_to_zero, 1e-8, torch.float16, expected=True)
+    check_equal(memory.underflows_to_zero, 1e-8, torch.bfloat16, expected=False)
+    check_equal(memory.underflows_to_zero, 1e-8, torch.float32, expected=False)
+
+
+@settings(max_examples=30, deadline=None)
+@given(mantissa=st.floats(0.5, 1.0, exclude_max=True), exponent=st.integers(-160, 4), negative=st.booleans(),
+       dtype=st.sampled_from(UNDERFLOW_DTYPES))
+def test_underflows_to_zero_matches_torch(memory, mantissa, exponent, negative, dtype):
+    value = math.ldexp(-mantissa if negative else mantissa, exponent)
+    want = bool(torch.tensor(value, dtype=torch.float64).to(dtype) == 0)
+    check_equal(memory.underflows_to_zero, value, dtype, expected=want)
+
+
+def test_underflows_to_zero_rejects_bad_arguments(memory):
+    check_raises(ValueError, memory.underflows_to_zero, 0.0, torch.float16)
+    check_raises(ValueError, memory.underflows_to_zero, math.inf, torch.float16)
+    check_raises(ValueError, memory.underflows_to_zero, 1e-8, torch.int32)
+
+
+@pytest.mark.parametrize("optimizer, dtype, expected", [
+    ("adamw", torch.float32, 16), ("adam", torch.float32, 16), ("sgd", torch.float32, 8),
+    ("momentum", torch.float32, 12), ("adagrad", torch.float32, 12), ("adam", torch.bfloat16, 12),
+])
+def test_training_bytes_per_param(memory, optimizer, dtype, expected):
+    check_equal(memory.training_bytes_per_param, optimizer, dtype, expected=expected)
+
+
+def test_training_bytes_per_param_rejects_unknown_optimizer(memory):
+    check_raises(ValueError, memory.training_bytes_per_param, "lion")
+
+
+def test_max_trainable_params_lecture_example(memory):
+    check_equal(memory.max_trainable_params, 8, 80e9, 16, expected=40_000_000_000,
+                why="8 H100s x 80e9 bytes / 16 bytes per AdamW parameter")
+    check_raises(ValueError, memory.max_trainable_params, -1, 80e9, 16)
+
+
+def test_deep_linear_memory_lecture_example(memory):
+    # The lecture: B=2, D=4, two layers, AdaGrad, float32: 36 parameters, 16 activations.
+    check_equal(memory.deep_linear_memory, 2, 4, 2, expected={
+        "parameters": 144, "activations": 64, "gradients": 144, "optimizer_state": 144, "total": 496})
+
+
+def test_deep_linear_memory_parameters_match_a_real_model(memory):
+    batch, dim, num_layers = 3, 8, 4
+    layers = [torch.nn.Linear(dim, dim, bias=False) for _ in range(num_layers)] + [torch.nn.Linear(dim, 1, bias=False)]
+    param_bytes = sum(p.numel() * p.element_size() for layer in layers for p in layer.parameters())
+    got = call(memory.deep_linear_memory, batch, dim, num_layers, "adam")
+    check_true(isinstance(got, dict) and got.get("parameters") == param_bytes,
+               f"memory.deep_linear_memory({batch}, {dim}, {num_layers}, 'adam')", got,
+               f"'parameters' == {param_bytes} (counted on a real stack of nn.Linear)", "memory.deep_linear_memory")

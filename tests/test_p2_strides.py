@@ -1,0 +1,156 @@
+"""Public tests for P2 (strides.py): strides, views and contiguity, checked against PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from _kit import check_equal, check_raises
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+def strided(shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> torch.Tensor:
+    """A tensor with that layout over a storage whose values are their own positions."""
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides) if n > 0)
+    return torch.arange(extent).as_strided(shape, strides, offset)
+
+
+@st.composite
+def layouts(draw, max_dims: int = 4) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape, strides): sizes 0..4, strides contiguous, permuted, stepped or arbitrary."""
+    shape = tuple(draw(st.lists(st.integers(0, 4), max_size=max_dims)))
+    if draw(st.booleans()):
+        return shape, tuple(draw(st.lists(st.integers(0, 24), min_size=len(shape), max_size=len(shape))))
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step * draw(st.sampled_from([1, 1, 2])))
+        step = strides[-1] * max(size, 1)
+    order = draw(st.permutations(range(len(shape))))
+    return tuple(shape[i] for i in order), tuple(strides[::-1][i] for i in order)
+
+
+def test_contiguous_strides_examples(strides):
+    check_equal(strides.contiguous_strides, (4, 4), expected=(4, 1))
+    check_equal(strides.contiguous_strides, (2, 3, 4), expected=(12, 4, 1))
+    check_equal(strides.contiguous_strides, (), expected=())
+    check_equal(strides.contiguous_strides, (2, 0, 3), expected=(3, 3, 1), why="torch.empty(2, 0, 3).stride()")
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.lists(st.integers(0, 5), max_size=5))
+def test_contiguous_strides_matches_torch(strides, shape):
+    check_equal(strides.contiguous_strides, tuple(shape), expected=torch.empty(shape).stride())
+
+
+def test_flat_index_lecture_example(strides):
+    # The lecture's 4 x 4 matrix: element (1, 2) sits at 1*4 + 2*1 = 6.
+    check_equal(strides.flat_index, (1, 2), (4, 4), (4, 1), expected=6)
+    check_equal(strides.flat_index, (-1, -1), (4, 4), (4, 1), expected=15)
+    check_equal(strides.flat_index, (1, 2), (4, 4), (1, 4), 3, expected=3 + 1 + 8)
+
+
+def test_flat_index_rejects_bad_indices(strides):
+    check_raises(IndexError, strides.flat_index, (4, 0), (4, 4), (4, 1))
+    check_raises(IndexError, strides.flat_index, (0, -5), (4, 4), (4, 1))
+    check_raises(IndexError, strides.flat_index, (0,), (4, 4), (4, 1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=layouts(), offset=st.integers(0, 5), data=st.data())
+def test_flat_index_matches_torch(strides, layout, offset, data):
+    shape, steps = layout
+    if 0 in shape:
+        return
+    index = tuple(data.draw(st.integers(-n, n - 1)) for n in shape)
+    check_equal(strides.flat_index, index, shape, steps, offset, expected=int(strided(shape, steps, offset)[index]))
+
+
+def test_is_contiguous_examples(strides):
+    check_equal(strides.is_contiguous, (4, 4), (4, 1), expected=True)
+    check_equal(strides.is_contiguous, (4, 4), (1, 4), expected=False, why="a transposed matrix")
+    check_equal(strides.is_contiguous, (4, 1), (1, 7), expected=True, why="size-1 dims may have any stride")
+    check_equal(strides.is_contiguous, (3, 0), (5, 5), expected=True, why="no elements: always contiguous")
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=layouts())
+def test_is_contiguous_matches_torch(strides, layout):
+    shape, steps = layout
+    check_equal(strides.is_contiguous, shape, steps, expected=strided(shape, steps).is_contiguous())
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=layouts(), data=st.data())
+def test_transpose_matches_torch(strides, layout, data):
+    shape, steps = layout
+    if not shape:
+        return
+    dim0, dim1 = (data.draw(st.integers(-len(shape), len(shape) - 1)) for _ in range(2))
+    t = strided(shape, steps).transpose(dim0, dim1)
+    check_equal(strides.transpose, shape, steps, dim0, dim1, expected=(tuple(t.shape), t.stride()))
+
+
+def test_transpose_rejects_dims_out_of_range(strides):
+    check_raises(IndexError, strides.transpose, (2, 3), (3, 1), 0, 2)
+
+
+def test_slice_view_examples(strides):
+    # x[1:3] of a 4 x 4 matrix: two rows, starting at element 4.
+    check_equal(strides.slice_view, (4, 4), (4, 1), 0, 0, 1, 3, expected=((2, 4), (4, 1), 4))
+    # x[:, ::2]: every other column.
+    check_equal(strides.slice_view, (4, 4), (4, 1), 0, 1, None, None, 2, expected=((4, 2), (4, 2), 0))
+    # x[-2:100] clamps like a Python list.
+    check_equal(strides.slice_view, (4, 4), (4, 1), 0, -2, -2, 100, expected=((2, 4), (4, 1), 8))
+    check_raises(ValueError, strides.slice_view, (4, 4), (4, 1), 0, 0, None, None, 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=layouts(), offset=st.integers(0, 5), data=st.data())
+def test_slice_view_matches_torch(strides, layout, offset, data):
+    shape, steps = layout
+    if not shape:
+        return
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    bound = st.none() | st.integers(-7, 7)
+    start, stop, step = data.draw(bound), data.draw(bound), data.draw(st.integers(1, 4))
+    view = strided(shape, steps, offset)[(slice(None),) * (dim % len(shape)) + (slice(start, stop, step),)]
+    check_equal(strides.slice_view, shape, steps, offset, dim, start, stop, step,
+                expected=(tuple(view.shape), view.stride(), view.storage_offset()))
+
+
+def test_view_strides_examples(strides):
+    check_equal(strides.view_strides, (4, 4), (4, 1), (2, 8), expected=(8, 1))
+    check_equal(strides.view_strides, (4, 4), (4, 1), (-1,), expected=(1,))
+    # The lecture: a transposed matrix cannot be viewed flat (.contiguous() copies first).
+    check_equal(strides.view_strides, (4, 4), (1, 4), (16,), expected=None)
+    check_equal(strides.view_strides, (2, 3, 4), (24, 8, 2), (6, 4), expected=(8, 2))
+    check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (5, 3))
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=layouts(max_dims=3), data=st.data())
+def test_view_strides_matches_torch(strides, layout, data):
+    shape, steps = layout
+    numel = math.prod(shape)
+    divisors = [d for d in range(1, numel + 1) if numel % d == 0] or [0]
+    first = data.draw(st.sampled_from(divisors))
+    new_shape = (first, numel // first) if first else (0, data.draw(st.integers(0, 3)))
+    new_shape = tuple(data.draw(st.permutations(new_shape + (1,) * data.draw(st.integers(0, 1)))))
+    try:
+        expected = strided(shape, steps).view(new_shape).stride()
+    except RuntimeError:
+        expected = None
+    check_equal(strides.view_strides, shape, steps, new_shape, expected=expected)
+
+
+def test_same_storage(strides):
+    x = torch.arange(12.0).reshape(3, 4)
+    check_equal(strides.same_storage, x, x.T, expected=True)
+    check_equal(strides.same_storage, x, x[1:], expected=True, why="a view that starts further into the storage")
+    check_equal(strides.same_storage, x, x.view(12), expected=True)
+    check_equal(strides.same_storage, x, x.clone(), expected=False)
+    check_equal(strides.same_storage, x, x.T.reshape(12), expected=False, why="reshape copies a non-contiguous tensor")
+    check_equal(strides.same_storage, x, x.T.contiguous(), expected=False)
+    check_equal(strides.same_storage, x[0], x[2], expected=True, why="two rows of one matrix")

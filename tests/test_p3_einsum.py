@@ -1,0 +1,266 @@
+"""Public tests for P3 (einsum.py): einops rewrites, checked on values and on form."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+
+import pytest
+import torch
+from _kit import call, check_close, check_equal, check_raises, check_true
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16]
+# Unit roundoff of each dtype (half the gap between 1 and the next number).
+UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8}
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+
+def check_rounded(fn, *args, exact: torch.Tensor, magnitude: torch.Tensor, terms: int, dtype: torch.dtype):
+    """``fn(*args)`` is ``exact`` (float64) up to the rounding error of a sum of ``terms`` products in ``dtype``.
+
+    A dot product of n terms computed in any order errs by at most about (n + 1) * u * sum|a_i b_i|
+    (u the unit roundoff); a few more u cover a scale factor and the final rounding.
+    """
+    got = call(fn, *args)
+    bound = (terms + 4) * UNIT_ROUNDOFF[dtype] * magnitude + 8 * torch.finfo(dtype).tiny
+    ok = (isinstance(got, torch.Tensor) and got.dtype == dtype and got.shape == exact.shape
+          and bool(((got.double() - exact).abs() <= bound).all()))
+    fn_name = getattr(fn, "__name__", "?")
+    check_true(ok, f"einsum.{fn_name}({', '.join(_brief(a) for a in args)})", got,
+               f"a {dtype} tensor of shape {tuple(exact.shape)} with values {exact.flatten()[:6].tolist()}..."
+               f" (within rounding error)", f"einsum.{fn_name}")
+    return got
+
+
+def _brief(value) -> str:
+    return f"<{value.dtype} tensor of shape {tuple(value.shape)}>" if isinstance(value, torch.Tensor) else repr(value)
+
+
+leading_dims = st.lists(st.integers(1, 3), max_size=2).map(tuple)
+
+
+# --- pairwise_scores -------------------------------------------------------------------------
+
+def test_pairwise_scores_lecture_example(einsum):
+    x, y = torch.ones(2, 3, 4), torch.ones(2, 3, 4)
+    check_close(einsum.pairwise_scores, x, y, expected=torch.full((2, 3, 3), 4.0))
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=leading_dims, s1=st.integers(1, 4), s2=st.integers(1, 4), h=st.integers(1, 6),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+def test_pairwise_scores_matches_matmul(einsum, batch, s1, s2, h, dtype, seed):
+    q, k = randn(*batch, s1, h, dtype=dtype, seed=seed), randn(*batch, s2, h, dtype=dtype, seed=seed + 1)
+    check_rounded(einsum.pairwise_scores, q, k, exact=q.double() @ k.double().transpose(-2, -1),
+                  magnitude=q.double().abs() @ k.double().abs().transpose(-2, -1), terms=h, dtype=dtype)
+
+
+# --- sum_hidden / mean_hidden ----------------------------------------------------------------
+
+@settings(max_examples=20, deadline=None)
+@given(batch=leading_dims, h=st.integers(1, 8), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+def test_sum_and_mean_hidden_reduce_the_last_dim(einsum, batch, h, dtype, seed):
+    x = randn(*batch, h, dtype=dtype, seed=seed)
+    magnitude = x.double().abs().sum(-1)
+    check_rounded(einsum.sum_hidden, x, exact=x.double().sum(-1), magnitude=magnitude, terms=h, dtype=dtype)
+    check_rounded(einsum.mean_hidden, x, exact=x.double().mean(-1), magnitude=magnitude / h, terms=h, dtype=dtype)
+
+
+def test_sum_hidden_lecture_example(einsum):
+    check_close(einsum.sum_hidden, torch.ones(2, 3, 4), expected=torch.full((2, 3), 4.0))
+    check_close(einsum.mean_hidden, torch.ones(2, 3, 4), expected=torch.ones(2, 3))
+
+
+# --- split_heads / merge_heads ---------------------------------------------------------------
+
+def test_split_heads_lecture_example(einsum):
+    x = torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8)
+    check_equal_tensor(einsum.split_heads, x, 2, expected=x.view(2, 3, 2, 4),
+                       why="head i is the i-th block of d = 8 / 2 = 4 consecutive features")
+    check_equal_tensor(einsum.split_heads, x, 2.0, expected=x.view(2, 3, 2, 4), why="2.0 heads is a whole count")
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=leading_dims, heads=st.integers(1, 4), d=st.integers(1, 4), dtype=st.sampled_from(DTYPES))
+def test_split_then_merge_heads(einsum, batch, heads, d, dtype):
+    x = torch.arange(math.prod(batch) * heads * d).reshape(*batch, heads * d).to(dtype)
+    split = x.view(*batch, heads, d)
+    check_equal_tensor(einsum.split_heads, x, heads, expected=split)
+    check_equal_tensor(einsum.merge_heads, split, expected=x)
+
+
+@pytest.mark.parametrize("hidden, num_heads", [(7, 2), (8, 3), (8, 0), (8, -2), (8, 2.5)])
+def test_split_heads_rejects_heads_that_do_not_divide(einsum, hidden, num_heads):
+    check_raises(ValueError, einsum.split_heads, torch.zeros(2, hidden), num_heads,
+                 why="num_heads must be a positive whole number that divides the last dim")
+
+
+def check_equal_tensor(fn, *args, expected: torch.Tensor, why: str = ""):
+    got = call(fn, *args)
+    ok = isinstance(got, torch.Tensor) and got.dtype == expected.dtype and torch.equal(got, expected)
+    fn_name = getattr(fn, "__name__", "?")
+    check_true(ok, f"einsum.{fn_name}({', '.join(_brief(a) for a in args)})", got,
+               f"{_brief(expected)} with values {expected.flatten()[:6].tolist()}...", f"einsum.{fn_name}", why)
+
+
+# --- per_head_linear / linear ----------------------------------------------------------------
+
+def test_per_head_linear_lecture_example(einsum):
+    x, w = torch.ones(2, 3, 8), torch.ones(4, 4)
+    check_close(einsum.per_head_linear, x, w, 2, expected=torch.full((2, 3, 8), 4.0))
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=leading_dims, heads=st.integers(1, 3), d1=st.integers(1, 4), d2=st.integers(1, 4),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+def test_per_head_linear_applies_w_to_each_head(einsum, batch, heads, d1, d2, dtype, seed):
+    x, w = randn(*batch, heads * d1, dtype=dtype, seed=seed), randn(d1, d2, dtype=dtype, seed=seed + 1)
+    exact = (x.double().unflatten(-1, (heads, d1)) @ w.double()).flatten(-2)
+    magnitude = (x.double().abs().unflatten(-1, (heads, d1)) @ w.double().abs()).flatten(-2)
+    check_rounded(einsum.per_head_linear, x, w, heads, exact=exact, magnitude=magnitude, terms=d1, dtype=dtype)
+
+
+def test_per_head_linear_rejects_heads_that_do_not_divide(einsum):
+    check_raises(ValueError, einsum.per_head_linear, torch.ones(2, 7), torch.ones(3, 3), 2)
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=leading_dims, d_in=st.integers(1, 6), d_out=st.integers(1, 6), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2**16))
+def test_linear_matches_torch_linear(einsum, batch, d_in, d_out, dtype, seed):
+    x, w = randn(*batch, d_in, dtype=dtype, seed=seed), randn(d_out, d_in, dtype=dtype, seed=seed + 1)
+    check_rounded(einsum.linear, x, w, exact=torch.nn.functional.linear(x.double(), w.double()),
+                  magnitude=torch.nn.functional.linear(x.double().abs(), w.double().abs()), terms=d_in, dtype=dtype)
+
+
+# --- attention_scores ------------------------------------------------------------------------
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 2), seq_q=st.integers(1, 4), seq_k=st.integers(1, 4), heads=st.integers(1, 3),
+       d=st.integers(1, 4), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+def test_attention_scores_match_the_old_way(einsum, batch, seq_q, seq_k, heads, d, dtype, seed):
+    q, k = randn(batch, seq_q, heads * d, dtype=dtype, seed=seed), randn(batch, seq_k, heads * d, dtype=dtype, seed=seed + 1)
+
+    def old_way(q, k):
+        q = q.view(batch, seq_q, heads, d).transpose(1, 2)
+        k = k.view(batch, seq_k, heads, d).transpose(1, 2)
+        return q @ k.transpose(-2, -1) / math.sqrt(d)
+
+    check_rounded(einsum.attention_scores, q, k, heads, exact=old_way(q.double(), k.double()),
+                  magnitude=old_way(q.double().abs(), k.double().abs()), terms=d, dtype=dtype)
+
+
+def test_attention_scores_scale_by_one_head(einsum):
+    # 2 heads of d = 4: each score is 4 * 1 * 1 / sqrt(4) = 2 (not 4 / sqrt(8), not 4 * sqrt(4)).
+    q = k = torch.ones(1, 3, 8)
+    check_close(einsum.attention_scores, q, k, 2, expected=torch.full((1, 2, 3, 3), 2.0),
+                why="scale by 1/sqrt(d), d the size of one head")
+
+
+# --- channels_first --------------------------------------------------------------------------
+
+def test_channels_first_matches_permute(einsum):
+    images = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
+    check_equal_tensor(einsum.channels_first, images, expected=images.permute(0, 3, 1, 2))
+
+
+# --- form: einops only -----------------------------------------------------------------------
+
+FORM_SECTION = "P3 · einsum.py"  # the problem's introduction states the form rules
+LISTED = ("pairwise_scores", "sum_hidden", "mean_hidden", "split_heads", "merge_heads", "per_head_linear",
+          "linear", "attention_scores", "channels_first")
+EINOPS_FUNCTIONS = {"einsum", "rearrange", "reduce", "repeat"}
+# Forbidden attribute/function names and what to use instead.
+FORBIDDEN = {
+    **dict.fromkeys(("matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "tensordot"), "einsum"),
+    **dict.fromkeys(("transpose", "permute", "T", "mT", "movedim", "swapaxes", "swapdims"), "rearrange"),
+    **dict.fromkeys(("view", "reshape", "flatten", "unflatten"), "rearrange"),
+    **dict.fromkeys(("sum", "mean"), "reduce"),
+}
+
+
+def form_problems(source: str) -> tuple[list[str], list[str]]:
+    """(listed functions that call no einops function themselves, uses of forbidden operations)."""
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name == "*":
+                    for name in EINOPS_FUNCTIONS if node.module.startswith("einops") else [*FORBIDDEN, "einsum"]:
+                        aliases.setdefault(name, f"{node.module}.{name}")
+                else:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def dotted(node: ast.AST) -> str | None:
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+    def is_einops(name: str | None) -> bool:
+        return bool(name) and name.split(".")[0] == "einops" and name.split(".")[-1] in EINOPS_FUNCTIONS
+
+    functions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    missing = [name for name in LISTED
+               if name not in functions
+               or not any(isinstance(n, ast.Call) and is_einops(dotted(n.func)) for n in ast.walk(functions[name]))]
+    where = {id(n): f"line {n.lineno}" + (f", in {f.name}" if f is not tree else "")
+             for f in [tree, *functions.values()] for n in ast.walk(f) if hasattr(n, "lineno")}
+    uses = []
+    for node in ast.walk(tree):
+        what = None
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+            what = "the @ operator (use einops.einsum)"
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN:
+            what = f".{node.attr} (use einops.{FORBIDDEN[node.attr]})"
+        elif isinstance(node, ast.Attribute) and node.attr == "einsum" and not is_einops(dotted(node)):
+            what = f"{dotted(node) or '.einsum'} (use einops.einsum, with named dims)"
+        elif isinstance(node, ast.Name) and node.id in aliases and not is_einops(aliases[node.id]):
+            last = aliases[node.id].split(".")[-1]
+            if last in FORBIDDEN or last == "einsum":
+                what = f"{aliases[node.id]} (imported as {node.id}; use einops instead)"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in FORBIDDEN):
+            what = f"getattr(..., {node.args[1].value!r}) (use einops)"
+        if what:
+            uses.append(f"{where.get(id(node), '?')}: {what}")
+    return missing, uses
+
+
+def tiny_calls() -> list[tuple[str, tuple]]:
+    x = torch.ones(1, 2, 4)
+    return [("pairwise_scores", (x, x)), ("sum_hidden", (x,)), ("mean_hidden", (x,)), ("split_heads", (x, 2)),
+            ("merge_heads", (x,)), ("per_head_linear", (x, torch.ones(2, 2), 2)), ("linear", (x, torch.ones(3, 4))),
+            ("attention_scores", (x, x, 2)), ("channels_first", (torch.ones(1, 2, 3, 4),))]
+
+
+def test_form_every_function_calls_einops(einsum):
+    for name, args in tiny_calls():
+        call(getattr(einsum, name), *args)  # form points need a working rewrite
+    missing, _ = form_problems(inspect.getsource(einsum))
+    check_true(not missing, "the code of einsum.py", f"no einops call in: {', '.join(missing)}",
+               "every listed function calls einops.einsum / rearrange / reduce / repeat itself",
+               FORM_SECTION, "calling another function of einsum.py does not count")
+
+
+def test_form_no_old_way_operations(einsum):
+    for name, args in tiny_calls():
+        call(getattr(einsum, name), *args)  # form points need a working rewrite
+    _, uses = form_problems(inspect.getsource(einsum))
+    check_true(not uses, "the code of einsum.py", "\n          ".join(uses),
+               "no @, matmul, bmm, mm, transpose, permute, view, reshape, .T/.mT, movedim, swapaxes/swapdims, "
+               "flatten/unflatten, tensordot, torch.einsum, .sum or .mean in code (docstrings and comments are fine)",
+               FORM_SECTION)

@@ -1,0 +1,191 @@
+"""Public tests for P4 (flops.py): FLOP formulas against PyTorch's FLOP counter, MFU, timing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from _kit import call, check_close, check_equal, check_raises, check_true
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
+
+H100_BF16_PEAK = 989.5e12  # dense bf16; the 1979e12 on the spec sheet assumes 2:4 sparsity
+
+
+def counted_matmul_flops(m: int, k: int, n: int) -> int:
+    """PyTorch's count for one (m x k) @ (k x n) product (on the meta device: nothing is computed)."""
+    a, b = torch.empty(m, k, device="meta"), torch.empty(k, n, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        a @ b
+    return counter.get_total_flops()
+
+
+def counted_deep_linear_flops(batch: int, dim: int, num_layers: int) -> dict[str, int]:
+    """PyTorch's count for one step of the deep linear model (meta device)."""
+    layers = [torch.nn.Linear(dim, dim, bias=False) for _ in range(num_layers)] + [torch.nn.Linear(dim, 1, bias=False)]
+    model = torch.nn.Sequential(*layers).to("meta")
+    x = torch.empty(batch, dim, device="meta")
+    with FlopCounterMode(display=False) as forward:
+        loss = model(x).sum()
+    with FlopCounterMode(display=False) as backward:
+        loss.backward()
+    return {"forward": forward.get_total_flops(), "backward": backward.get_total_flops()}
+
+
+def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> float:
+    """An independent mean time of one product (warm-up, then synchronized timing)."""
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    b = torch.randn(k, n, dtype=dtype, device=device)
+    for _ in range(3):
+        torch.matmul(a, b)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        torch.matmul(a, b)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+# --- FLOP formulas ---------------------------------------------------------------------------
+
+def test_matmul_flops_lecture_example(flops):
+    B, D, K = 16384, 32768, 8192
+    check_equal(flops.matmul_flops, B, D, K, expected=2 * B * D * K,
+                why="every one of the B*K outputs needs D multiplies and D adds")
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(0, 64), k=st.integers(0, 64), n=st.integers(0, 64))
+def test_matmul_flops_matches_flop_counter(flops, m, k, n):
+    check_equal(flops.matmul_flops, m, k, n, expected=counted_matmul_flops(m, k, n))
+
+
+def test_counts_may_be_whole_floats(flops):
+    check_equal(flops.matmul_flops, 2.0, 3.0, 4.0, expected=48, why="counts are returned as ints")
+    check_equal(flops.forward_flops, 15e12, 70e9, expected=2 * 15 * 10**12 * 70 * 10**9)
+
+
+@pytest.mark.parametrize("args", [(-1, 2, 3), (2, 2.5, 3), (2, 3, float("nan"))], ids=repr)
+def test_matmul_flops_rejects_bad_counts(flops, args):
+    check_raises(ValueError, flops.matmul_flops, *args)
+
+
+def test_forward_backward_training_lecture_example(flops):
+    tokens, params = 15 * 10**12, 70 * 10**9
+    check_equal(flops.forward_flops, tokens, params, expected=2 * tokens * params)
+    check_equal(flops.backward_flops, tokens, params, expected=4 * tokens * params)
+    check_equal(flops.training_flops, tokens, params, expected=6 * tokens * params,
+                why="training = forward (2NP) + backward (4NP)")
+
+
+@pytest.mark.parametrize("name", ["forward_flops", "backward_flops", "training_flops"])
+def test_token_and_param_counts_are_validated(flops, name):
+    check_raises(ValueError, getattr(flops, name), -5, 10)
+    check_raises(ValueError, getattr(flops, name), 5, 1.5)
+
+
+def test_deep_linear_flops_examples(flops):
+    # B=4, D=8, 2 layers: P = 2*64 + 8 = 136; forward 2*4*136; backward 4*4*136 - 2*4*64.
+    check_equal(flops.deep_linear_flops, 4, 8, 2, expected={"forward": 1088, "backward": 1664},
+                why="the first layer's input gradient is never computed")
+    check_equal(flops.deep_linear_flops, 4, 8, 0, expected={"forward": 64, "backward": 64},
+                why="with no hidden layer the head is the first layer: only its weight gradient")
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 8), dim=st.integers(1, 8), num_layers=st.integers(0, 3))
+def test_deep_linear_flops_matches_flop_counter(flops, batch, dim, num_layers):
+    check_equal(flops.deep_linear_flops, batch, dim, num_layers,
+                expected=counted_deep_linear_flops(batch, dim, num_layers))
+
+
+# --- MFU and training time -------------------------------------------------------------------
+
+def test_mfu_example(flops):
+    check_close(flops.mfu, 1e12, 2.0, 1e12, expected=0.5, rtol=1e-12)
+    check_close(flops.mfu, 4e14, 1.0, H100_BF16_PEAK, expected=4e14 / H100_BF16_PEAK, rtol=1e-12)
+
+
+@pytest.mark.parametrize("args", [(1e12, 0.0, 1e12), (1e12, -1.0, 1e12), (1e12, 1.0, 0.0), (-1.0, 1.0, 1e12)], ids=repr)
+def test_mfu_rejects_bad_arguments(flops, args):
+    check_raises(ValueError, flops.mfu, *args)
+
+
+def test_training_days_lecture_example(flops):
+    # 70B parameters, 15T tokens, 1024 H100s at MFU 0.5: about 144 days.
+    expected = 6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK * 0.5) / 86400
+    check_close(flops.training_days, 70e9, 15e12, 1024, H100_BF16_PEAK, 0.5, expected=expected, rtol=1e-9)
+    check_true(abs(expected - 143.9) < 0.05, "the lecture", expected, "about 143.9 days", "flops.training_days")
+
+
+@pytest.mark.parametrize("bad_mfu", [0.0, -0.5, 1.5])
+def test_training_days_rejects_mfu_outside_0_1(flops, bad_mfu):
+    check_raises(ValueError, flops.training_days, 70e9, 15e12, 1024, H100_BF16_PEAK, bad_mfu,
+                 why="MFU is a fraction of the peak: 0 < mfu <= 1")
+
+
+def test_training_days_accepts_mfu_of_one(flops):
+    check_close(flops.training_days, 1e9, 1e9, 1, 6e18 / 86400, 1.0, expected=1.0, rtol=1e-12)
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+def test_time_matmul_is_a_plausible_mean_on_cpu(flops):
+    m = k = n = 256
+    got = min(call(flops.time_matmul, m, k, n, torch.float32, "cpu", repeats=8) for _ in range(3))
+    want = min(reference_seconds(m, k, n, torch.float32, "cpu", 8) for _ in range(3))
+    # CPU timings on a busy laptop vary a lot: accept a factor of 10 either way.
+    check_true(isinstance(got, float) and want / 10 < got < want * 10,
+               f"flops.time_matmul({m}, {k}, {n}, torch.float32, 'cpu', repeats=8)", got,
+               f"about {want:.2e} s (an independent timing), within a factor of 10", "flops.time_matmul")
+
+
+def test_time_matmul_returns_the_mean_not_the_total(flops):
+    few = min(call(flops.time_matmul, 256, 256, 256, torch.float32, "cpu", repeats=2) for _ in range(3))
+    many = min(call(flops.time_matmul, 256, 256, 256, torch.float32, "cpu", repeats=40) for _ in range(3))
+    check_true(many < 6 * few, "flops.time_matmul(256, 256, 256, torch.float32, 'cpu', repeats=40)", many,
+               f"about the same as with repeats=2 ({few:.2e} s): the mean of one product, not the total",
+               "flops.time_matmul")
+
+
+def test_time_matmul_rejects_zero_repeats(flops):
+    check_raises(ValueError, flops.time_matmul, 8, 8, 8, torch.float32, "cpu", repeats=0)
+
+
+def test_matmul_mfu_on_cpu(flops):
+    peak = 1e12
+    got = call(flops.matmul_mfu, 256, 256, 256, torch.float32, "cpu", peak)
+    want = 2 * 256**3 / reference_seconds(256, 256, 256, torch.float32, "cpu", 10) / peak
+    check_true(isinstance(got, float) and want / 10 < got < want * 10,
+               f"flops.matmul_mfu(256, 256, 256, torch.float32, 'cpu', {peak:g})", got,
+               f"about {want:.3f} (from an independent timing), within a factor of 10", "flops.matmul_mfu")
+
+
+def gpu_peak() -> float:
+    """Dense bf16 peak of this GPU if known, else an upper bound for any current GPU."""
+    name = torch.cuda.get_device_name()
+    return {"H100": H100_BF16_PEAK, "H200": H100_BF16_PEAK, "A100": 312e12}.get(
+        next((key for key in ("H100", "H200", "A100") if key in name), ""), 2.5e15)
+
+
+@pytest.mark.gpu
+def test_time_matmul_is_synchronized_on_gpu(flops):
+    n = 4096
+    got = call(flops.time_matmul, n, n, n, torch.bfloat16, "cuda", repeats=10)
+    want = reference_seconds(n, n, n, torch.bfloat16, "cuda", 10)
+    check_true(isinstance(got, float) and want / 3 < got < want * 3,
+               f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", got,
+               f"about {want:.2e} s (a synchronized timing)", "flops.time_matmul",
+               "far too fast means the clock stopped before the GPU finished: torch.cuda.synchronize()")
+
+
+@pytest.mark.gpu
+def test_matmul_mfu_on_gpu_is_at_most_one(flops):
+    n, peak = 4096, gpu_peak()
+    got = call(flops.matmul_mfu, n, n, n, torch.bfloat16, "cuda", peak)
+    check_true(isinstance(got, float) and 0 < got <= 1, f"flops.matmul_mfu({n}, {n}, {n}, torch.bfloat16, 'cuda', {peak:g})",
+               got, "a value in (0, 1]", "flops.matmul_mfu", "an MFU above 1 means the timing is not synchronized")

@@ -1,0 +1,255 @@
+"""Public tests for P5 (optim.py): SGD and AdaGrad against torch.optim's trajectories.
+
+Oracle: ``torch.optim.SGD`` (dampening 0, no Nesterov) and ``torch.optim.Adagrad`` (lr_decay 0)
+run on an identical copy of the same model and data. Tolerance: both sides do the same few
+float32 operations per step, so they agree to a few ulps per step; rtol 1e-5 / atol 1e-6 over
+10 steps leaves room for a different (correct) order of operations, and is far tighter than
+any real mistake (a missing weight decay or a damped first momentum step is off by ~1e-2).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _kit import call, check_raises, check_true
+
+SGD_SECTION, ADAGRAD_SECTION = "optim.SGD", "optim.AdaGrad"
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def make_model(seed: int = 0, device: str = "cpu") -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """A small MLP and a fixed regression batch (same seed: same weights and data)."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).to(device)
+    x, y = torch.randn(16, 5, device=device), torch.randn(16, 1, device=device)
+    return model, x, y
+
+
+def loss_of(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+def train(optimizer: torch.optim.Optimizer, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+          steps: int) -> list[list[torch.Tensor]]:
+    """Run ``steps`` steps; returns the parameters after each one."""
+    history = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss_of(model, x, y).backward()
+        call(optimizer.step)
+        history.append([p.detach().clone() for p in model.parameters()])
+    return history
+
+
+def compare(got: list[list[torch.Tensor]], want: list[list[torch.Tensor]], what: str, section: str, why: str = "") -> None:
+    for step, (g, w) in enumerate(zip(got, want), start=1):
+        for index, (a, b) in enumerate(zip(g, w)):
+            if not torch.allclose(a.cpu(), b.cpu(), rtol=RTOL, atol=ATOL):
+                check_true(False, what, f"parameter {index} after step {step}: {a.flatten()[:4].tolist()}...",
+                           f"torch.optim's {b.flatten()[:4].tolist()}... (rtol={RTOL}, atol={ATOL}); "
+                           f"largest difference {(a.cpu() - b.cpu()).abs().max().item():.3g}", section, why)
+
+
+def same_run(student_cls, torch_cls, kwargs: dict, torch_kwargs: dict | None = None, steps: int = 10,
+             device: str = "cpu") -> None:
+    """``student_cls(**kwargs)`` and ``torch_cls(**torch_kwargs)`` follow the same trajectory."""
+    model, x, y = make_model(device=device)
+    reference = copy.deepcopy(model)
+    optimizer = call(student_cls, model.parameters(), **kwargs)
+    check_true(isinstance(optimizer, torch.optim.Optimizer), f"{student_cls.__name__}(params, **{kwargs})",
+               type(optimizer).__name__, "an instance of a torch.optim.Optimizer subclass", f"optim.{student_cls.__name__}")
+    got = train(optimizer, model, x, y, steps)
+    want = train(torch_cls(reference.parameters(), **(torch_kwargs or kwargs)), reference, x, y, steps)
+    compare(got, want, f"{steps} steps of {student_cls.__name__}(params, **{kwargs})", f"optim.{student_cls.__name__}")
+
+
+# --- SGD -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.05, momentum=0.9), dict(lr=0.1, weight_decay=0.1),
+                                    dict(lr=0.05, momentum=0.5, weight_decay=0.01)], ids=str)
+def test_sgd_matches_torch(optim, kwargs):
+    same_run(optim.SGD, torch.optim.SGD, kwargs)
+
+
+def test_sgd_default_lr_is_1e_3(optim):
+    same_run(optim.SGD, torch.optim.SGD, {}, dict(lr=1e-3))
+
+
+@settings(max_examples=20, deadline=None)
+@given(lr=st.floats(1e-4, 0.3), momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+       weight_decay=st.sampled_from([0.0, 1e-4, 0.1]))
+def test_sgd_matches_torch_for_any_hyperparameters(optim, lr, momentum, weight_decay):
+    same_run(optim.SGD, torch.optim.SGD, dict(lr=lr, momentum=momentum, weight_decay=weight_decay), steps=5)
+
+
+def test_sgd_first_momentum_step_is_plain_sgd(optim):
+    """With dampening 0 the buffer starts at g itself: step 1 is p - lr * g, not p - lr * (1 - m) * g."""
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    optimizer = call(optim.SGD, [p], lr=0.5, momentum=0.9)
+    p.grad = torch.tensor([0.2, 0.4])
+    call(optimizer.step)
+    check_true(torch.allclose(p.detach(), torch.tensor([0.9, -2.2])), "SGD([p], lr=0.5, momentum=0.9).step() with "
+               "p=[1, -2], grad=[0.2, 0.4]", p.detach(), "p = [0.9, -2.2] (buf = g on the first step)", SGD_SECTION)
+    p.grad = torch.tensor([0.2, 0.4])
+    call(optimizer.step)  # buf = 0.9 * [0.2, 0.4] + [0.2, 0.4] = [0.38, 0.76]
+    check_true(torch.allclose(p.detach(), torch.tensor([0.71, -2.58])), "a second step() with the same grad",
+               p.detach(), "p = [0.71, -2.58] (buf = 0.9 * buf + g = [0.38, 0.76])", SGD_SECTION)
+    state = optimizer.state[p]
+    check_true("momentum_buffer" in state and torch.allclose(state["momentum_buffer"], torch.tensor([0.38, 0.76])),
+               "optimizer.state[p] after two steps", dict(state), "a 'momentum_buffer' equal to [0.38, 0.76]",
+               SGD_SECTION)
+
+
+# --- AdaGrad -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.1, eps=0.1), dict(lr=0.1, initial_accumulator_value=0.5),
+                                    dict(lr=0.05, weight_decay=0.1, eps=1e-3)], ids=str)
+def test_adagrad_matches_torch(optim, kwargs):
+    same_run(optim.AdaGrad, torch.optim.Adagrad, kwargs)
+
+
+def test_adagrad_defaults(optim):
+    same_run(optim.AdaGrad, torch.optim.Adagrad, {}, dict(lr=1e-2, eps=1e-10))
+
+
+def test_adagrad_one_step_by_hand(optim):
+    """sum = 0 + g^2, p -= lr * g / (sqrt(sum) + eps): eps outside the root."""
+    p = torch.nn.Parameter(torch.tensor([1.0, 1.0]))
+    optimizer = call(optim.AdaGrad, [p], lr=0.5, eps=1.0)
+    p.grad = torch.tensor([3.0, -1.0])
+    call(optimizer.step)  # [1 - 0.5 * 3 / (3 + 1), 1 + 0.5 * 1 / (1 + 1)]
+    check_true(torch.allclose(p.detach(), torch.tensor([0.625, 1.25])),
+               "AdaGrad([p], lr=0.5, eps=1.0).step() with p=[1, 1], grad=[3, -1]", p.detach(),
+               "p = [0.625, 1.25] = p - lr * g / (sqrt(g^2) + eps)", ADAGRAD_SECTION,
+               "eps is added after the square root, as in torch.optim.Adagrad")
+    check_true(torch.allclose(optimizer.state[p].get("sum", torch.zeros(2)), torch.tensor([9.0, 1.0])),
+               "optimizer.state[p] after one step", dict(optimizer.state[p]), "a 'sum' equal to [9, 1]", ADAGRAD_SECTION)
+
+
+@settings(max_examples=20, deadline=None)
+@given(lr=st.floats(1e-3, 0.5), eps=st.sampled_from([1e-10, 1e-6, 1e-2]),
+       initial=st.sampled_from([0.0, 0.1, 1.0]), weight_decay=st.sampled_from([0.0, 0.05]))
+def test_adagrad_matches_torch_for_any_hyperparameters(optim, lr, eps, initial, weight_decay):
+    kwargs = dict(lr=lr, eps=eps, initial_accumulator_value=initial, weight_decay=weight_decay)
+    same_run(optim.AdaGrad, torch.optim.Adagrad, kwargs, steps=5)
+
+
+# --- both ----------------------------------------------------------------------------------
+
+CASES = {"SGD": ("SGD", torch.optim.SGD, dict(momentum=0.9)), "AdaGrad": ("AdaGrad", torch.optim.Adagrad, {})}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_per_group_hyperparameters(optim, name):
+    """Each group uses its own lr; a group with lr 1e-28 does not move."""
+    attr, torch_cls, extra = CASES[name]
+    model, x, y = make_model()
+    reference = copy.deepcopy(model)
+
+    def groups(m):
+        return [{"params": m[0].parameters(), "lr": 1e-28}, {"params": m[2].parameters(), "lr": 0.2}]
+
+    before = [p.detach().clone() for p in model[0].parameters()]
+    got = train(call(getattr(optim, attr), groups(model), lr=0.01, **extra), model, x, y, 5)
+    want = train(torch_cls(groups(reference), lr=0.01, **extra), reference, x, y, 5)
+    check_true(all(torch.equal(a, b) for a, b in zip(before, model[0].parameters())),
+               f"{attr}([{{'params': layer0, 'lr': 1e-28}}, {{'params': layer2, 'lr': 0.2}}], lr=0.01), 5 steps",
+               "layer 0 moved", "layer 0 unchanged (its group's lr is 1e-28)", f"optim.{attr}")
+    compare(got, want, f"{attr} with two param groups (lr 1e-28 and 0.2), 5 steps", f"optim.{attr}")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_params_without_grad_are_skipped(optim, name):
+    attr, _, extra = CASES[name]
+    a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3))
+    optimizer = call(getattr(optim, attr), [a, b], lr=0.1, **extra)
+    a.grad = torch.ones(3)
+    call(optimizer.step)
+    check_true(torch.equal(b.detach(), torch.ones(3)) and not torch.equal(a.detach(), torch.ones(3)),
+               f"{attr}([a, b]).step() with a.grad set and b.grad None", (a.detach(), b.detach()),
+               "a updated, b unchanged (skipped, no error)", f"optim.{attr}")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_step_returns_the_closure_loss(optim, name):
+    attr, torch_cls, extra = CASES[name]
+    model, x, y = make_model()
+    reference = copy.deepcopy(model)
+    optimizer = call(getattr(optim, attr), model.parameters(), lr=0.1, **extra)
+    oracle = torch_cls(reference.parameters(), lr=0.1, **extra)
+
+    def closure_for(m, opt):
+        def closure():
+            opt.zero_grad()
+            loss = loss_of(m, x, y)
+            loss.backward()
+            return loss
+        return closure
+
+    for _ in range(3):
+        got = call(optimizer.step, closure_for(model, optimizer))
+        want = oracle.step(closure_for(reference, oracle))
+        check_true(isinstance(got, torch.Tensor) and torch.allclose(got, want, rtol=RTOL, atol=ATOL),
+                   f"{attr}.step(closure)", got, f"the closure's loss {want.item():.6f}", f"optim.{attr}",
+                   "step calls the closure (with gradients enabled) and returns what it returned")
+    compare([list(model.parameters())], [list(reference.parameters())], f"3 steps of {attr}.step(closure)",
+            f"optim.{attr}")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_state_dict_round_trip(optim, name):
+    """Save after 3 steps (torch.save, weights_only load), load into a fresh optimizer, continue: same trajectory."""
+    attr, _, extra = CASES[name]
+    cls = getattr(optim, attr)
+    model, x, y = make_model()
+    optimizer = call(cls, model.parameters(), lr=0.1, **extra)
+    train(optimizer, model, x, y, 3)
+    resumed_model = copy.deepcopy(model)
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = call(cls, resumed_model.parameters(), lr=0.1, **extra)
+    call(fresh.load_state_dict, torch.load(buffer, weights_only=True))
+    want = train(optimizer, model, x, y, 4)
+    got = train(fresh, resumed_model, x, y, 4)
+    compare(got, want, f"{attr}: state_dict() after 3 steps, loaded into a fresh {attr}, 4 more steps",
+            f"optim.{attr}", "keep every per-parameter tensor in self.state[p] so that state_dict() saves it")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_loads_a_torch_state_dict(optim, name):
+    """A state dict saved from torch.optim.SGD / Adagrad continues the same trajectory in yours."""
+    attr, torch_cls, extra = CASES[name]
+    model, x, y = make_model()
+    oracle = torch_cls(model.parameters(), lr=0.1, **extra)
+    train(oracle, model, x, y, 3)
+    student_model = copy.deepcopy(model)
+    optimizer = call(getattr(optim, attr), student_model.parameters(), lr=0.1, **extra)
+    call(optimizer.load_state_dict, copy.deepcopy(oracle.state_dict()))
+    want = train(oracle, model, x, y, 4)
+    got = train(optimizer, student_model, x, y, 4)
+    compare(got, want, f"{attr}.load_state_dict(torch.optim.{torch_cls.__name__}(...).state_dict()), 4 more steps",
+            f"optim.{attr}", "use the state keys 'momentum_buffer' / 'sum', and tolerate extra keys such as 'step'")
+
+
+@pytest.mark.parametrize("attr, kwargs", [
+    ("SGD", dict(lr=-0.1)), ("SGD", dict(momentum=-0.5)), ("SGD", dict(weight_decay=-1e-4)),
+    ("AdaGrad", dict(lr=-0.1)), ("AdaGrad", dict(eps=-1e-10)), ("AdaGrad", dict(initial_accumulator_value=-1.0)),
+    ("AdaGrad", dict(weight_decay=-0.1)),
+], ids=str)
+def test_bad_hyperparameters_raise(optim, attr, kwargs):
+    check_raises(ValueError, getattr(optim, attr), [torch.nn.Parameter(torch.ones(2))], **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", CASES)
+def test_matches_torch_on_cuda(optim, name):
+    """On CUDA, torch.optim uses its foreach kernels by default: the trajectories still agree."""
+    attr, torch_cls, extra = CASES[name]
+    same_run(getattr(optim, attr), torch_cls, dict(lr=0.05, weight_decay=0.01, **extra), device="cuda")

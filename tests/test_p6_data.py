@@ -1,0 +1,255 @@
+"""Public tests for P6 (data.py): token files, memmaps and batch sampling.
+
+Oracles: ``ndarray.tofile`` for the file format, ``np.memmap`` for loading, and the contract's
+own properties for batches (every row of x is a real window of the tokens, y is x shifted by
+one, every valid start and nothing else is drawn). The last test measures the memory that
+sampling from a 1 GiB (sparse) token file really costs, in a fresh process (Linux only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from _kit import call, check_raises, check_true
+
+SAVE, LOAD, BATCH = "data.save_tokens", "data.load_tokens", "data.get_batch"
+DTYPES = [np.uint16, np.uint32, np.int32, np.int64, np.uint8]
+
+
+# --- save_tokens / load_tokens ---------------------------------------------------------------
+
+def token_lists():
+    """(dtype, a non-empty list of tokens that fit it)."""
+    def for_dtype(dtype):
+        info = np.iinfo(dtype)
+        return st.tuples(st.just(dtype), st.lists(st.integers(int(info.min), int(info.max)), min_size=1, max_size=50))
+    return st.sampled_from(DTYPES).flatmap(for_dtype)
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=token_lists(), kind=st.sampled_from(["list", "ndarray", "tensor"]))
+def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kind):
+    dtype, values = case
+    expected = np.array(values, dtype=np.dtype(dtype).newbyteorder("<"))
+    tokens = {"list": values, "ndarray": expected.astype(dtype), "tensor": torch.tensor(values, dtype=torch.int64)}[kind]
+    folder = tmp_path_factory.mktemp("save")
+    path = folder / "tokens.bin"
+    call(data.save_tokens, tokens, path, dtype=dtype)
+    expected.tofile(folder / "reference.bin")
+    want = (folder / "reference.bin").read_bytes()
+    check_true(path.read_bytes() == want, f"{SAVE}({kind} of {values[:5]}..., dtype={np.dtype(dtype)})",
+               path.read_bytes()[:16], f"the bytes of ndarray.tofile: {want[:16]!r}...", SAVE,
+               "raw little-endian integers, no header")
+
+
+def test_round_trip_through_a_read_only_memmap(data, tmp_path):
+    tokens = [0, 1, 2, 50256, 65535, 7]
+    path = tmp_path / "tokens.bin"
+    call(data.save_tokens, tokens, path)
+    check_true(path.stat().st_size == 12, f"{SAVE}({tokens}, {path.name})", f"a file of {path.stat().st_size} bytes",
+               "12 bytes: 6 uint16 tokens, 2 bytes each, no header", SAVE)
+    loaded = call(data.load_tokens, path)
+    check_true(isinstance(loaded, np.memmap), f"{LOAD}({path.name})", type(loaded).__name__, "an np.memmap", LOAD)
+    check_true(loaded.dtype == np.uint16 and loaded.tolist() == tokens, f"{LOAD}({path.name})", loaded,
+               f"uint16 values {tokens}", LOAD)
+    check_true(not loaded.flags.writeable, f"{LOAD}({path.name}).flags.writeable", loaded.flags.writeable,
+               "False: the memmap is read-only (mode='r')", LOAD)
+
+
+def test_load_with_another_dtype(data, tmp_path):
+    path = tmp_path / "tokens.bin"
+    call(data.save_tokens, np.array([70000, 3, 2**31 - 1]), path, dtype=np.int32)
+    loaded = call(data.load_tokens, path, dtype=np.int32)
+    check_true(loaded.tolist() == [70000, 3, 2**31 - 1], f"{LOAD}({path.name}, dtype=np.int32)", loaded,
+               "[70000, 3, 2147483647]", LOAD)
+
+
+@pytest.mark.parametrize("bad", [[1, 2.0, 3], [1, True], [], [-1, 5], [65536], np.array([1.5, 2.0]),
+                                 np.array([True, False]), torch.tensor([1.0, 2.0]), np.array([], dtype=np.int64)],
+                         ids=repr)
+def test_save_tokens_refuses_and_leaves_existing_file(data, tmp_path, bad):
+    path = tmp_path / "tokens.bin"
+    path.write_bytes(b"previous contents")
+    check_raises(ValueError, data.save_tokens, bad, path,
+                 why="floats (even 2.0), bools, out-of-range tokens (uint16 holds 0..65535) and empty inputs are refused")
+    check_true(path.read_bytes() == b"previous contents" and os.listdir(tmp_path) == ["tokens.bin"],
+               f"{SAVE}({bad!r}, {path.name})", sorted(os.listdir(tmp_path)),
+               "the existing file unchanged and no other file in its directory", SAVE)
+
+
+def test_save_tokens_refusal_creates_no_file(data, tmp_path):
+    path = tmp_path / "tokens.bin"
+    check_raises(ValueError, data.save_tokens, [1, 2, 70000], path)
+    check_true(os.listdir(tmp_path) == [], f"{SAVE}([1, 2, 70000], {path.name})", os.listdir(tmp_path),
+               "an empty directory: nothing is written when the tokens are refused", SAVE)
+
+
+@pytest.mark.parametrize("content, dtype", [(b"", np.uint16), (b"\x01\x02\x03", np.uint16), (b"\x00" * 6, np.int32)],
+                         ids=["empty", "odd-size-uint16", "6-bytes-int32"])
+def test_load_tokens_refuses_bad_files(data, tmp_path, content, dtype):
+    path = tmp_path / "tokens.bin"
+    path.write_bytes(content)
+    check_raises(ValueError, data.load_tokens, path, dtype=dtype,
+                 why="an empty file, or a size that is not a whole number of tokens, is not a token file")
+
+
+# --- get_batch ---------------------------------------------------------------------------------
+
+def check_windows(tokens: np.ndarray, x: torch.Tensor, y: torch.Tensor, batch: int, length: int, call_text: str) -> None:
+    check_true(isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor), call_text, (x, y), "two tensors (x, y)", BATCH)
+    for name, t in (("x", x), ("y", y)):
+        check_true(t.dtype == torch.int64 and tuple(t.shape) == (batch, length), call_text, t,
+                   f"{name}: int64 of shape ({batch}, {length})", BATCH)
+    starts = range(len(tokens) - length)
+    for i in range(batch):
+        row_x, row_y = x[i].cpu().numpy(), y[i].cpu().numpy()
+        ok = any(np.array_equal(row_x, tokens[s:s + length]) and np.array_equal(row_y, tokens[s + 1:s + length + 1])
+                 for s in starts)
+        check_true(ok, call_text, f"x[{i}]={row_x.tolist()}, y[{i}]={row_y.tolist()}",
+                   "x[i] = tokens[s:s+L] and y[i] = tokens[s+1:s+L+1] for some valid start s", BATCH)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tokens=hnp.arrays(np.uint16, st.integers(2, 60)), sizes=st.tuples(st.integers(1, 6), st.integers(1, 8)),
+       seed=st.integers(0, 2**32 - 1))
+def test_batches_are_windows_and_their_next_tokens(data, tokens, sizes, seed):
+    batch, length = sizes
+    length = min(length, len(tokens) - 1)
+    got = call(data.get_batch, tokens, batch, length, "cpu", np.random.default_rng(seed))
+    check_windows(tokens, *got, batch, length, f"get_batch(tokens of length {len(tokens)}, {batch}, {length}, 'cpu', rng)")
+
+
+def test_counts_may_be_whole_floats(data):
+    tokens = np.arange(100, dtype=np.uint16)
+    x, y = call(data.get_batch, tokens, 4.0, 8.0, "cpu", np.random.default_rng(0))
+    check_windows(tokens, x, y, 4, 8, "get_batch(arange(100), 4.0, 8.0, 'cpu', rng)")
+
+
+def starts_drawn(data, n: int, length: int, draws: int = 2000, seed: int = 0) -> np.ndarray:
+    """With tokens = 0, 1, 2, ... each x[i, 0] is the start of window i."""
+    x, _ = call(data.get_batch, np.arange(n, dtype=np.int64), draws, length, "cpu", np.random.default_rng(seed))
+    return x[:, 0].numpy()
+
+
+def test_one_window_only(data):
+    starts = starts_drawn(data, n=9, length=8, draws=50)
+    check_true(set(starts.tolist()) == {0}, "get_batch(arange(9), 50, 8, 'cpu', rng)", sorted(set(starts.tolist())),
+               "only start 0: 9 tokens hold one window of 8 plus its next token", BATCH)
+
+
+def test_the_last_valid_start_is_drawn(data):
+    starts = starts_drawn(data, n=10, length=8, draws=400)
+    check_true(set(starts.tolist()) == {0, 1}, "get_batch(arange(10), 400, 8, 'cpu', rng): starts drawn",
+               sorted(set(starts.tolist())), "both starts 0 and 1 (valid starts are 0 .. len - L - 1 inclusive)", BATCH,
+               "the last valid start s = len - L - 1 has y ending exactly at the last token")
+
+
+def test_starts_are_uniform(data):
+    n, length, draws = 20, 8, 6000
+    starts = starts_drawn(data, n, length, draws)
+    counts = np.bincount(starts, minlength=n - length)
+    expected = draws / (n - length)
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    # 11 degrees of freedom: P(chi2 > 50) is about 6e-7 for a uniform sampler.
+    check_true(len(counts) == n - length and chi2 < 50, f"get_batch(arange({n}), {draws}, {length}, 'cpu', rng)",
+               f"start counts {counts.tolist()}", f"about {expected:.0f} draws of each start 0..{n - length - 1} "
+               f"(chi-square {chi2:.1f}, limit 50)", BATCH)
+
+
+def test_same_generator_seed_same_batch(data):
+    tokens = np.arange(10_000, dtype=np.uint16)
+    a = call(data.get_batch, tokens, 8, 16, "cpu", np.random.default_rng(42))
+    b = call(data.get_batch, tokens, 8, 16, "cpu", np.random.default_rng(42))
+    c = call(data.get_batch, tokens, 8, 16, "cpu", np.random.default_rng(43))
+    check_true(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), "get_batch(..., np.random.default_rng(42)) twice",
+               (a[0][:, 0], b[0][:, 0]), "the same batch: the generator decides the starts", BATCH)
+    check_true(not torch.equal(a[0], c[0]), "get_batch(..., default_rng(42)) and (..., default_rng(43))",
+               (a[0][:, 0], c[0][:, 0]), "different batches for different seeds", BATCH)
+
+
+def test_global_numpy_rng_without_generator(data):
+    tokens = np.arange(10_000, dtype=np.uint16)
+    np.random.seed(1234)
+    a = call(data.get_batch, tokens, 8, 16, "cpu")
+    np.random.seed(1234)
+    b = call(data.get_batch, tokens, 8, 16, "cpu")
+    np.random.seed(4321)
+    c = call(data.get_batch, tokens, 8, 16, "cpu")
+    check_true(torch.equal(a[0], b[0]) and not torch.equal(a[0], c[0]),
+               "np.random.seed(1234); get_batch(..., 'cpu') twice, then with seed 4321", (a[0][:, 0], b[0][:, 0], c[0][:, 0]),
+               "the same batch after the same np.random.seed, another after another seed", BATCH,
+               "with generator=None draw from numpy's global RNG (np.random), not torch's")
+
+
+@pytest.mark.parametrize("n, batch, length", [(8, 2, 8), (100, 0, 8), (100, 2, 0), (100, -1, 8)])
+def test_get_batch_refuses(data, n, batch, length):
+    check_raises(ValueError, data.get_batch, np.arange(n, dtype=np.uint16), batch, length, "cpu",
+                 np.random.default_rng(0), why="needs len(tokens) >= L + 1, B >= 1 and L >= 1")
+
+
+@pytest.mark.gpu
+def test_cuda_batches(data):
+    tokens = np.arange(5000, dtype=np.uint16)
+    x, y = call(data.get_batch, tokens, 8, 32, "cuda", np.random.default_rng(5))
+    check_true(x.device.type == "cuda" and y.device.type == "cuda", "get_batch(..., 'cuda', rng)", x.device,
+               "tensors on the GPU", BATCH)
+    torch.cuda.synchronize()
+    check_windows(tokens, x.cpu(), y.cpu(), 8, 32, "get_batch(arange(5000), 8, 32, 'cuda', rng)")
+
+
+# --- reality check: what sampling from a big memmap costs ---------------------------------------
+
+MEASURE = r"""
+import importlib, importlib.util, json, os, sys
+import numpy as np, torch
+folder, package, path = sys.argv[1:4]
+spec = importlib.util.spec_from_file_location(package, os.path.join(folder, "__init__.py"),
+                                              submodule_search_locations=[folder])
+pkg = importlib.util.module_from_spec(spec); sys.modules[package] = pkg; spec.loader.exec_module(pkg)
+data = importlib.import_module(package + ".data")
+fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
+def kib(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+rng = np.random.default_rng(0)
+data.get_batch(np.arange(1000, dtype=np.uint16), 2, 8, "cpu", rng)  # one-time costs, not charged to the file
+tokens = np.memmap(path, dtype=np.uint16, mode="r")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak resident size (VmHWM) to the current one
+base = kib("VmRSS")
+for _ in range(20):
+    data.get_batch(tokens, 8, 256, "cpu", rng)
+print(json.dumps({"growth_mib": (kib("VmHWM") - base) / 1024}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc to measure memory")
+def test_sampling_a_1gib_file_costs_megabytes(data, tmp_path):
+    """20 batches of 8 x 256 from a 1 GiB token file: a few MiB touched, not the whole file."""
+    path = tmp_path / "big.bin"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB of zero tokens that take no disk space
+    package = data.__name__.rpartition(".")[0]
+    run = subprocess.run([sys.executable, "-c", MEASURE, str(Path(data.__file__).parent), package, str(path)],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        check_true(False, f"{BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process",
+                   run.stderr.strip().splitlines()[-1:] or run.returncode, "no error", BATCH)
+    growth = json.loads(run.stdout.strip().splitlines()[-1])["growth_mib"]
+    # A sampler that indexes the memmap maps about 64 KiB per window (~10 MiB here); reading the
+    # file whole costs at least its 1024 MiB. 512 MiB separates the two with a wide margin.
+    check_true(growth < 512, f"20 x {BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process",
+               f"peak resident memory grew by {growth:.0f} MiB", "well under 512 MiB (a few MiB: only the windows)",
+               BATCH, "index the memmap with the sampled positions; never np.array(tokens) or tokens.astype(...)")

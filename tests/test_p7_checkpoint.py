@@ -1,0 +1,264 @@
+"""Public tests for P7 (checkpoint.py): save, load, exact resume, atomic writes, safe loading."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import random
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+from _kit import call, check_equal, check_raises, check_true
+
+SAVE = "checkpoint.save_checkpoint"
+LOAD = "checkpoint.load_checkpoint"
+EXTRAS = "checkpoint.load_checkpoint_extras"
+# No "explain" phase: on a failing example it replays the test hundreds of times (slow with torch).
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+
+
+def make_run(seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """A small model with dropout and an AdamW optimizer (whose moments are state to restore)."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                torch.nn.Linear(16, 2))
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    """One step whose batch comes from all three RNGs, as real loops do (torch, numpy, random)."""
+    data = torch.randn(32, 6)
+    rows = torch.from_numpy(np.random.randint(0, 32, size=8))
+    noise = random.gauss(0.0, 1.0)
+    x = data[rows]
+    loss = ((model(x) - noise) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def scramble_rngs(seed: int = 12345) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def same_state(a: dict, b: dict) -> bool:
+    """Two state dicts (nested) with the same keys and bit-identical tensors."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return a == b
+
+
+def trained_run(steps: int = 3) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    scramble_rngs(0)
+    model, optimizer = make_run(0)
+    for _ in range(steps):
+        train_step(model, optimizer)
+    return model, optimizer
+
+
+def test_round_trip_restores_model_optimizer_and_iteration(checkpoint, tmp_path):
+    model, optimizer = trained_run()
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 3, path)
+    fresh_model, fresh_optimizer = make_run(seed=99)
+    got = check_equal(checkpoint.load_checkpoint, path, fresh_model, fresh_optimizer, expected=3)
+    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}({path.name}, fresh model, ...)",
+               got, "the fresh model's state_dict equal to the saved model's", LOAD)
+    check_true(same_state(fresh_optimizer.state_dict(), optimizer.state_dict()),
+               f"{LOAD}({path.name}, ..., fresh optimizer)", got,
+               "the fresh optimizer's state_dict (AdamW moments, step counts) equal to the saved one's", LOAD)
+
+
+def test_path_may_be_a_string_and_iteration_a_whole_float(checkpoint, tmp_path):
+    model, optimizer = trained_run(1)
+    path = str(tmp_path / "ckpt.pt")
+    call(checkpoint.save_checkpoint, model, optimizer, 2e3, path)
+    check_equal(checkpoint.load_checkpoint, path, *make_run(), expected=2000,
+                why="iteration is a count: 2e3 means 2000, and load returns it as an int")
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5])
+def test_bad_iteration_raises_and_writes_nothing(checkpoint, tmp_path, bad):
+    path = tmp_path / "ckpt.pt"
+    check_raises(ValueError, checkpoint.save_checkpoint, *trained_run(1), bad, path)
+    check_true(not os.listdir(tmp_path), f"{SAVE}(..., iteration={bad}, {path.name})", os.listdir(tmp_path),
+               "an empty directory: a bad argument is refused before anything is written", SAVE)
+
+
+def test_exact_resume_is_bit_identical(checkpoint, tmp_path):
+    model, optimizer = trained_run(3)
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 3, path)
+    uninterrupted = [train_step(model, optimizer) for _ in range(4)]
+
+    scramble_rngs()  # a new process starts with other RNG states and a freshly initialised model
+    fresh_model, fresh_optimizer = make_run(seed=7)
+    call(checkpoint.load_checkpoint, path, fresh_model, fresh_optimizer)
+    resumed = [train_step(fresh_model, fresh_optimizer) for _ in range(4)]
+    check_true(resumed == uninterrupted, f"{LOAD}(...) then 4 more training steps", resumed,
+               f"exactly the losses of the uninterrupted run, {uninterrupted}", LOAD,
+               "the steps draw from torch (data, dropout), numpy (indices) and Python's random (noise): "
+               "all three RNG states and the AdamW state must be saved and restored")
+    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}(...) then 4 steps",
+               "different parameters", "bit-identical parameters to the uninterrupted run", LOAD)
+
+
+def test_file_object_round_trip(checkpoint):
+    model, optimizer = trained_run(2)
+    buffer = io.BytesIO()
+    buffer.write(b"HEADER")  # the checkpoint is written at the current position...
+    call(checkpoint.save_checkpoint, model, optimizer, 5, buffer, note="in memory")
+    check_true(len(buffer.getvalue()) > 6, f"{SAVE}(..., BytesIO)", len(buffer.getvalue()),
+               "bytes written to the file object", SAVE)
+    buffer.seek(6)  # ...and read from the current position
+    fresh_model, fresh_optimizer = make_run(seed=3)
+    check_equal(checkpoint.load_checkpoint, buffer, fresh_model, fresh_optimizer, expected=5)
+    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}(BytesIO, ...)",
+               "different parameters", "the saved model's parameters", LOAD)
+    buffer.seek(6)
+    check_equal(checkpoint.load_checkpoint_extras, buffer, expected={"note": "in memory"})
+
+
+def test_extras_round_trip(checkpoint, tmp_path):
+    extras = {"loss": 2.5, "tokens_seen": 123456, "done": False, "name": "run-7", "nothing": None,
+              "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3]},
+              "ema": torch.arange(4.0)}
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, *trained_run(1), 1, path, **extras)
+    got = call(checkpoint.load_checkpoint_extras, path)
+    check_true(same_state(got, extras), f"{EXTRAS}({path.name})", got, f"the extras saved: {extras}", EXTRAS)
+
+
+def extra_values():
+    scalars = (st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+               | st.none() | st.complex_numbers(allow_nan=False))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+                        | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=20, deadline=None, phases=PHASES)
+@given(value=extra_values())
+def test_any_safe_extra_round_trips(checkpoint, value):
+    model, optimizer = make_run()
+    buffer = io.BytesIO()
+    call(checkpoint.save_checkpoint, model, optimizer, 0, buffer, value=value)
+    buffer.seek(0)
+    got = call(checkpoint.load_checkpoint_extras, buffer)
+    check_true(same_state(got, {"value": value}), f"{EXTRAS}(...) after saving value={value!r}", got,
+               f"{{'value': {value!r}}}", EXTRAS)
+
+
+@pytest.mark.parametrize("bad", [np.float64(1.0), np.int64(3), np.zeros(3), {1, 2}, [1, object()],
+                                 {"deep": (1, np.float32(2.0))}, {np.int64(1): "a numpy key"}], ids=repr)
+def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
+    model, optimizer = trained_run(1)
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 1, path)
+    before = path.read_bytes()
+    check_raises(ValueError, checkpoint.save_checkpoint, model, optimizer, 2, path, bad=bad,
+                 why="extras must load with weights_only=True: numpy values, sets and objects do not")
+    check_true(path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"],
+               f"{SAVE}(..., bad={bad!r})", sorted(os.listdir(tmp_path)),
+               "the previous checkpoint unchanged and no other file: validate before writing", SAVE)
+
+
+def test_failed_save_leaves_previous_checkpoint(checkpoint, tmp_path, monkeypatch):
+    model, optimizer = trained_run(1)
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 1, path)
+    before = path.read_bytes()
+    real_save = torch.save
+
+    def failing_save(obj, f, *args, **kwargs):  # writes half a checkpoint, then the disk is "full"
+        data = io.BytesIO()
+        real_save(obj, data, *args, **kwargs)
+        half = data.getvalue()[: len(data.getvalue()) // 2]
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "wb") as handle:
+                handle.write(half)
+        else:
+            f.write(half)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    monkeypatch.setattr(torch.serialization, "save", failing_save)
+    for name, value in list(vars(checkpoint).items()):
+        if value is real_save:  # `from torch import save` in the module under test
+            monkeypatch.setattr(checkpoint, name, failing_save)
+    check_raises(OSError, checkpoint.save_checkpoint, model, optimizer, 2, path,
+                 why="a failed save must propagate its exception")
+    monkeypatch.undo()
+    check_true(path.read_bytes() == before, f"{SAVE}(..., {path.name}) failing half-way", "a changed file",
+               "the previous checkpoint, byte for byte: write a temporary file, then os.replace it", SAVE)
+    check_true(os.listdir(tmp_path) == ["ckpt.pt"], f"{SAVE}(..., {path.name}) failing half-way",
+               sorted(os.listdir(tmp_path)), "['ckpt.pt']: remove the temporary file when the save fails", SAVE)
+    check_equal(checkpoint.load_checkpoint, path, *make_run(), expected=1)
+
+
+def test_successful_save_leaves_only_the_checkpoint(checkpoint, tmp_path):
+    model, optimizer = trained_run(1)
+    path = tmp_path / "ckpt.pt"
+    for iteration in (1, 2):  # the second save replaces the first
+        call(checkpoint.save_checkpoint, model, optimizer, iteration, path)
+    check_true(os.listdir(tmp_path) == ["ckpt.pt"], f"{SAVE}(..., {path.name}) twice", sorted(os.listdir(tmp_path)),
+               "['ckpt.pt'] and no temporary files", SAVE)
+    check_equal(checkpoint.load_checkpoint, path, *make_run(), expected=2)
+
+
+class _Payload:
+    """An object whose unpickling runs code: it creates the file named in its argument."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_checkpoint_with_code_is_refused(checkpoint, tmp_path):
+    model, optimizer = make_run()
+    path, marker = tmp_path / "evil.pt", tmp_path / "pwned"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "iteration": 1,
+                "extra": {}, "payload": _Payload(str(marker))}, path)
+    for fn, args in ((checkpoint.load_checkpoint, (path, model, optimizer)), (checkpoint.load_checkpoint_extras, (path,))):
+        try:
+            fn(*args)
+        except NotImplementedError as exc:
+            pytest.fail(f"{fn.__name__} is not implemented yet: {exc}", pytrace=False)
+        except Exception:  # noqa: BLE001 - refusing is right (torch raises pickle.UnpicklingError)
+            pass
+        else:
+            check_true(False, f"checkpoint.{fn.__name__}(evil.pt, ...)", "it loaded",
+                       f"an error such as {pickle.UnpicklingError.__name__}: load with weights_only=True",
+                       f"checkpoint.{fn.__name__}")
+        check_true(not marker.exists(), f"checkpoint.{fn.__name__}(evil.pt, ...)", "the payload ran",
+                   "the file's code never executed: load with torch.load(..., weights_only=True)",
+                   f"checkpoint.{fn.__name__}")
+
+
+@pytest.mark.gpu
+def test_cuda_rng_state_is_restored(checkpoint, tmp_path):
+    model, optimizer = trained_run(1)
+    model.cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    torch.cuda.manual_seed_all(0)
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 1, path)
+    expected = torch.randn(8, device="cuda").cpu()
+    torch.cuda.manual_seed_all(99)
+    call(checkpoint.load_checkpoint, path, model, optimizer)
+    got = torch.randn(8, device="cuda").cpu()
+    check_true(torch.equal(got, expected), f"{LOAD}(...) then torch.randn(8, device='cuda')", got,
+               f"the draws made after the save, {expected.tolist()}", LOAD, "save and restore every CUDA device's RNG")

@@ -1,0 +1,246 @@
+"""Public tests for P8 (amp.py): autocast, gradient scaling and clipping, activation checkpointing."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+from _kit import call, check_close, check_equal, check_raises, check_true
+
+STEP = "amp.train_step"
+CKPT = "amp.checkpointed"
+TRAIN = "amp.train"
+# No "explain" phase: on a failing example it replays the test hundreds of times (slow with torch).
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+
+
+def make_model(seed: int = 0, width: int = 32) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.GELU(), torch.nn.Linear(width, 4))
+
+
+def make_batch(seed: int = 1, n: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 8, generator=generator), torch.randn(n, 4, generator=generator)
+
+
+def manual_step(model: torch.nn.Module, batch, lr: float, max_grad_norm: float | None = None) -> tuple[float, float | None]:
+    """The oracle: fp32 forward, backward, torch's clip_grad_norm_, a plain SGD update."""
+    x, y = batch
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    norm = None
+    if max_grad_norm is not None:
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= lr * p.grad
+    model.zero_grad(set_to_none=True)
+    return loss.item(), norm
+
+
+def max_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
+def record_linear_dtypes(model: torch.nn.Module) -> tuple[list[torch.dtype], list]:
+    """Forward hooks that note the dtype each Linear layer produced."""
+    seen: list[torch.dtype] = []
+    handles = [m.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
+               for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    return seen, handles
+
+
+def test_fp32_step_matches_a_manual_step(amp):
+    model, oracle, batch = make_model(), make_model(), make_batch()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer)
+    want_loss, _ = manual_step(oracle, batch, lr=0.1)
+    check_true(isinstance(got, dict) and set(got) == {"loss", "grad_norm", "skipped"}, f"{STEP}(fp32)", got,
+               "a dict with keys 'loss', 'grad_norm', 'skipped'", STEP)
+    check_true(type(got["loss"]) is float and abs(got["loss"] - want_loss) <= 1e-6 * abs(want_loss), f"{STEP}(fp32)",
+               got["loss"], f"the float loss {want_loss} (loss_fn(model(x), y) before the update)", STEP)
+    check_true(got["grad_norm"] is None and got["skipped"] is False, f"{STEP}(fp32)", got,
+               "grad_norm None (no max_grad_norm) and skipped False", STEP)
+    check_true(max_diff(model, oracle) < 1e-6, f"{STEP}(fp32) with SGD(lr=0.1)", f"max |difference| {max_diff(model, oracle):.3g}",
+               "the parameters of one SGD step on the same loss", STEP)
+    grads = [p.grad for p in model.parameters()]
+    check_true(all(g is None for g in grads), f"{STEP}(fp32)", [None if g is None else "a tensor" for g in grads],
+               "every .grad None afterwards: optimizer.zero_grad(set_to_none=True)", STEP)
+
+
+@settings(max_examples=15, deadline=None, phases=PHASES)
+@given(seed=st.integers(0, 1000), max_grad_norm=st.floats(0.01, 10.0))
+def test_grad_norm_is_measured_on_unscaled_grads_before_clipping(amp, seed, max_grad_norm):
+    model, oracle, batch = make_model(seed), make_model(seed), make_batch(seed + 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler, max_grad_norm=max_grad_norm)
+    _, want_norm = manual_step(oracle, batch, lr=0.1, max_grad_norm=max_grad_norm)
+    what = f"{STEP}(..., scaler=GradScaler('cpu'), max_grad_norm={max_grad_norm})"
+    check_true(type(got["grad_norm"]) is float and abs(got["grad_norm"] - want_norm) <= 1e-4 * want_norm, what,
+               got["grad_norm"], f"{want_norm} (torch's clip_grad_norm_ before clipping, on unscaled gradients)", STEP,
+               "call scaler.unscale_(optimizer) before clip_grad_norm_, and report the norm it returns")
+    check_true(max_diff(model, oracle) < 1e-5, what, f"parameters off by {max_diff(model, oracle):.3g}",
+               "the parameters of an SGD step with the clipped, unscaled gradients", STEP)
+    check_true(got["skipped"] is False, what, got, "skipped False: the gradients are finite", STEP)
+
+
+def test_inf_gradient_skips_the_step_and_halves_the_scale(amp):
+    model, batch = make_model(), make_batch()
+    before = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
+    handle.remove()
+    what = f"{STEP}(...) with an inf gradient and GradScaler('cpu', init_scale=1024)"
+    check_true(got["skipped"] is True, what, got, "skipped True", STEP)
+    check_true(max_diff(model, before) == 0, what, "changed parameters", "the parameters unchanged", STEP)
+    check_equal(scaler.get_scale, expected=512.0, why="scaler.update() after a skipped step halves the scale")
+    check_true(all(p.grad is None for p in model.parameters()), what, "gradients left", "every .grad None", STEP)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
+    check_true(got["skipped"] is False and max_diff(model, before) > 0, f"{what}, then a normal step", got,
+               "skipped False and the parameters updated", STEP)
+
+
+@pytest.mark.parametrize("precision, dtype", [("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_autocast_dtype_follows_precision(amp, precision, dtype):
+    model, batch = make_model(), make_batch()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu") if precision == "fp16" else None
+    seen, handles = record_linear_dtypes(model)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler, precision=precision)
+    for handle in handles:
+        handle.remove()
+    what = f"{STEP}(..., precision={precision!r}) on CPU tensors"
+    check_true(seen == [dtype, dtype], what, f"Linear outputs {seen}", f"Linear outputs in {dtype}: "
+               "torch.autocast on the batch's device type (here 'cpu') with that dtype, none for fp32", STEP)
+    dtypes = {p.dtype for p in model.parameters()}
+    check_true(dtypes == {torch.float32}, what, f"parameter dtypes {dtypes}", "float32 parameters", STEP)
+    want, _ = manual_step(make_model(), batch, lr=0.01)
+    check_true(type(got["loss"]) is float and abs(got["loss"] - want) < 2e-2 * want, what, got["loss"],
+               f"close to the fp32 loss {want} (16-bit matmuls round to 8 or 11 significant bits)", STEP)
+
+
+@pytest.mark.parametrize("kwargs", [dict(precision="fp16"), dict(precision="fp8"), dict(precision="bf16", max_grad_norm=-1.0)],
+                         ids=["fp16-without-scaler", "unknown-precision", "negative-max-norm"])
+def test_bad_arguments_raise(amp, kwargs):
+    model = make_model()
+    check_raises(ValueError, amp.train_step, model, make_batch(), F.mse_loss,
+                 torch.optim.SGD(model.parameters(), lr=0.1), **kwargs)
+
+
+def make_blocks(depth: int, width: int, seed: int) -> torch.nn.ModuleList:
+    torch.manual_seed(seed)
+    return torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.GELU(),
+                                                   torch.nn.Linear(2 * width, width)) for _ in range(depth))
+
+
+@settings(max_examples=10, deadline=None, phases=PHASES)
+@given(depth=st.integers(1, 4), width=st.integers(2, 16), input_grad=st.booleans(), seed=st.integers(0, 100))
+def test_checkpointed_gives_the_same_values_and_gradients(amp, depth, width, input_grad, seed):
+    blocks = make_blocks(depth, width, seed)
+    x = torch.randn(5, width, requires_grad=input_grad)
+    plain = x
+    for block in blocks:
+        plain = block(plain)
+    plain.square().sum().backward()
+    want = [p.grad.clone() for p in blocks.parameters()]
+    blocks.zero_grad(set_to_none=True)
+    out = check_close(amp.checkpointed, blocks, x, expected=plain.detach(), rtol=1e-6, atol=1e-6)
+    what = f"{CKPT}({depth} blocks of width {width}, x with requires_grad={input_grad})"
+    check_true(out.requires_grad, what, "an output that does not require grad",
+               "an output connected to the parameters (use_reentrant=False works even when x needs no grad)", CKPT)
+    out.square().sum().backward()
+    got = [p.grad for p in blocks.parameters()]
+    check_true(all(g is not None and torch.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want)), what,
+               "different parameter gradients", "the gradients of the plain forward", CKPT)
+
+
+def saved_bytes(fn, blocks: torch.nn.Module, x: torch.Tensor) -> int:
+    """Bytes autograd keeps for backward while running fn(blocks, x): distinct storages, parameters excluded."""
+    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = fn(blocks, x)
+    out.sum().backward()
+    return sum(kept.values())
+
+
+def test_checkpointed_saves_fewer_activations(amp):
+    blocks, x = make_blocks(depth=6, width=64, seed=0), torch.randn(256, 64)
+    on = saved_bytes(lambda b, v: call(amp.checkpointed, b, v), blocks, x)
+    off = saved_bytes(lambda b, v: call(amp.checkpointed, b, v, enabled=False), blocks, x)
+    block_input = x.numel() * x.element_size()
+    check_true(off >= 3 * 6 * block_input, f"{CKPT}(6 blocks, x, enabled=False)", f"{off} bytes saved for backward",
+               f"at least {3 * 6 * block_input}: a plain forward saves each layer's activations", CKPT)
+    check_true(on <= 6 * block_input, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward",
+               f"at most {6 * block_input} (one block input each) instead of {off}: checkpoint every block", CKPT)
+
+
+def test_train_returns_the_per_step_losses(amp):
+    model, oracle = make_model(), make_model()
+    batches = [make_batch(seed) for seed in range(4)]
+    queue = iter(batches)
+    got = call(amp.train, model, lambda: next(queue), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.05), 4.0)
+    want = [manual_step(oracle, batch, lr=0.05)[0] for batch in batches]
+    check_true(isinstance(got, list) and len(got) == 4 and all(type(v) is float for v in got)
+               and all(abs(g - w) <= 1e-5 * w for g, w in zip(got, want)), f"{TRAIN}(..., steps=4.0)", got,
+               f"the losses of 4 steps, {want}", TRAIN)
+
+
+@pytest.mark.gpu
+def test_checkpointed_lowers_peak_cuda_memory(amp):
+    blocks = make_blocks(depth=16, width=512, seed=0).cuda()
+    x = torch.randn(8192, 512, device="cuda")
+
+    def peak(enabled: bool) -> int:
+        for _ in range(2):  # the first run warms up the allocator and the kernels
+            blocks.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            call(amp.checkpointed, blocks, x, enabled=enabled).square().mean().backward()
+            torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated()
+
+    plain, checkpointed = peak(False), peak(True)
+    check_true(checkpointed < 0.5 * plain, f"{CKPT}(16 blocks, 8192x512 on CUDA)", f"peak {checkpointed >> 20} MiB",
+               f"well under the {plain >> 20} MiB of enabled=False", CKPT)
+
+
+@pytest.mark.gpu
+def test_bf16_is_faster_than_fp32_on_cuda(amp):
+    def seconds(precision: str) -> float:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096, bias=False) for _ in range(4)]).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+        x, y = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
+        call(amp.train, model, lambda: (x, y), F.mse_loss, optimizer, 2, precision=precision)  # warm-up
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        call(amp.train, model, lambda: (x, y), F.mse_loss, optimizer, 10, precision=precision)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # true fp32 matmuls, as the lecture compares
+    try:
+        fp32, bf16 = seconds("fp32"), seconds("bf16")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    check_true(bf16 < 0.6 * fp32, f"{TRAIN}(4 Linear(4096, 4096), 10 steps, precision='bf16') on CUDA",
+               f"{bf16:.3f} s", f"clearly less than the {fp32:.3f} s of fp32 (bf16 tensor cores)", TRAIN)
