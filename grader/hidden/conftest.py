@@ -1,8 +1,13 @@
-"""Hypothesis profiles for the hidden suites: "ci" (derandomized, few examples) and "grading"."""
+"""Hypothesis profiles for the hidden suites.
+
+"ci": derandomized and few examples, for the kit's own checks (selfcheck, CI).
+"grading": more examples, seeded by ``grader grade --seed`` (default 0), so a grade is reproducible.
+No example database: a grade never depends on what an earlier run found.
+"""
 
 from hypothesis import HealthCheck, settings
 
-_COMMON = dict(deadline=None, print_blob=False,
+_COMMON = dict(deadline=None, print_blob=False, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=25, derandomize=True, **_COMMON)
 settings.register_profile("grading", max_examples=100, **_COMMON)
