@@ -1,15 +1,23 @@
 """Confine the worker process before any student code runs (standard library only).
 
-Started as ``python -I -c "...confine.main()" CONFIG`` by ``sandbox.Worker``; it takes the
+Started as ``python -I -c "...confine.main()" CONFIG`` by ``sandbox.Worker``. It takes the
 strongest isolation the host offers, writes down what it obtained, then serves requests:
 
-- namespaces: as root a new mount and network namespace; otherwise a user namespace that
-  gives the same (skipped, and reported, where the host forbids them);
-- filesystem: the kit's secret paths (grader, solutions, results, the pristine submission)
-  hidden under empty tmpfs mounts, private /tmp, /var/tmp and /dev/shm, the working copy
-  bound at /tmp/work, and the listed paths (home, kit root) made read-only;
-- identity: as root, a dedicated unprivileged uid/gid; no new privileges; death with the judge;
-- limits: core dumps off, file size, open files and (with a dedicated uid) process count.
+- namespaces: new mount, network, IPC and PID namespaces (as root directly; otherwise inside
+  a user namespace that maps only the judge's uid). This process stays outside the new PID
+  namespace and only waits; its child, process 1 there, runs the worker. When that child
+  ends, the kernel kills every process it left behind.
+- filesystem: a new root holding only the system folders (``/usr``, ``/etc``, ...), ``/dev``,
+  ``/sys``, the Python installation and the listed read-only paths, all read-only; its own
+  ``/proc``; a size-capped private ``/tmp`` whose ``/tmp/work`` holds a copy of the working
+  folder (the only writable place besides ``/dev/shm``). Home folders, the kit, the results and
+  the pristine submission are simply absent; masked paths inside what is visible are covered.
+- identity: as root, a dedicated unprivileged uid/gid; otherwise the judge's uid with every
+  capability dropped. No new privileges; death with the judge.
+- limits: core dumps off, file size, open files and process count.
+
+Where the host forbids namespaces the worker still runs (same user, host filesystem), and the
+isolation it reports says so.
 """
 
 from __future__ import annotations
@@ -18,17 +26,28 @@ import ctypes
 import json
 import os
 import resource
+import select
+import shutil
 import signal
 import sys
 from pathlib import Path
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000, 0x10000000,
+                                                                        0x20000000, 0x40000000)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (1, 2, 4, 8, 32, 4096, 16384,
+                                                                                      1 << 18)
+MNT_DETACH, AT_FDCWD, AT_RECURSIVE = 2, -100, 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 1, 2, 4
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "ppc64le": 184, "s390x": 185, "riscv64": 91}
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "sys")
 WORK = "/tmp/work"
-SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+OLD_ROOT = ".old-root"
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
 
 
 def _check(result: int, what: str) -> None:
@@ -42,70 +61,160 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
                        data.encode() if data else None), f"mount {target}")
 
 
+def _syscall(numbers: dict[str, int], *args) -> int:
+    number = numbers.get(os.uname().machine)
+    if number is None:
+        ctypes.set_errno(38)  # ENOSYS
+        return -1
+    return _libc.syscall(number, *args)
+
+
 def _write(path: str, text: str) -> None:
     with open(path, "w") as handle:
         handle.write(text)
 
 
+# -- namespaces ---------------------------------------------------------------------------------
+
 def _enter_namespaces() -> str:
-    """Unshare mount + network namespaces; returns how (or raises OSError)."""
+    """Unshare mount, network, IPC and PID namespaces (in a user namespace unless root)."""
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
     if os.geteuid() == 0:
-        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+        _check(_libc.unshare(flags), "unshare")
         return "root"
     uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET), "unshare")
+    _check(_libc.unshare(CLONE_NEWUSER | flags), "unshare")
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     return "user namespace"
 
 
-def _blocked_ancestor(path: str) -> str | None:
-    """The highest folder on ``path`` that other users cannot traverse (such as /root)."""
-    current = ""
-    for part in path.strip("/").split("/"):
-        current += "/" + part
-        if not os.stat(current).st_mode & 0o001:
-            return current
-    return None
+# -- the new root -------------------------------------------------------------------------------
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64),
+                ("userns_fd", ctypes.c_uint64)]
 
 
-def _expose(paths: list[str]) -> None:
-    """Keep ``paths`` (the Python installation) reachable for a dropped uid: replace each blocking
-    folder by an empty tmpfs that holds only bind mounts of the needed paths (hiding the rest)."""
-    groups: dict[str, list[str]] = {}
-    for path in paths:
-        blocked = _blocked_ancestor(path)
-        if blocked and blocked != path:
-            groups.setdefault(blocked, []).append(path)
-    for blocked, needed in groups.items():
-        handles = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in needed]
-        _mount("tmpfs", blocked, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
-        for path, handle in handles:
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
-            os.close(handle)
+_ST_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+             os.ST_NOATIME: 1024, os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
 
 
-def _hide_and_bind(workdir: str, masks: list[str], readonly: list[str], expose: list[str]) -> None:
+def _mount_points(under: str) -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == under or point.startswith(under.rstrip("/") + "/"):
+                points.append(point)
+    return points
+
+
+def _read_only(target: str, device: bool = False) -> None:
+    """Make the mount at ``target`` and every mount below it read-only (and nosuid, nodev)."""
+    attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if device else MOUNT_ATTR_NODEV), 0, 0, 0)
+    result = _libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, target.encode(), AT_RECURSIVE, ctypes.byref(attr),
+                           ctypes.sizeof(attr))
+    if result == 0:
+        return
+    if ctypes.get_errno() != 38:  # anything but "no such system call" is a real failure
+        _check(-1, f"read-only {target}")
+    for point in _mount_points(target):  # older kernels: one remount per mount, keeping locked flags
+        kept = sum(flag for st, flag in _ST_FLAGS.items() if os.statvfs(point).f_flag & st)
+        _mount("none", point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | kept)
+
+
+def _bind(source: str, target: str, device: bool = False) -> None:
+    """Bind ``source`` (with everything mounted below it) at ``target``, read-only."""
+    if os.path.isdir(source):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    _read_only(target, device)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _copy_work(source: str, dest: str, uid: int | None) -> None:
+    shutil.copytree(source, dest, symlinks=True)
+    if uid is not None:
+        for folder, dirs, files in os.walk(dest):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.chown(name, uid, uid, follow_symlinks=False)
+    os.chmod(dest, 0o700)
+
+
+def _build_root(config: dict) -> str:
+    """Assemble the worker's root filesystem under ``config['root']`` (not entered yet)."""
+    root, uid = config["root"], config["uid"]
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _expose(expose)
-    for path in readonly:
-        if os.path.isdir(path):
-            _mount(path, path, None, MS_BIND | MS_REC)
-            _mount(path, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-    for path in masks:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=000")
-        elif os.path.exists(path):
-            _mount("/dev/null", path, None, MS_BIND)
-    keep = os.open(workdir, os.O_PATH | os.O_DIRECTORY)
-    for path in SCRATCH:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1g,mode=1777")
-    os.makedirs(WORK)
-    _mount(f"/proc/self/fd/{keep}", WORK, None, MS_BIND)
-    os.close(keep)
+    _mount("worker-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    bound = []
+    for name in SYSTEM:
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), root + host)
+        elif os.path.isdir(host):
+            _bind(host, root + host)
+            bound.append(host)
+    _bind("/dev", root + "/dev", device=True)
+    for path in sorted(set(config["expose"] + config["readonly"])):
+        path = os.path.realpath(path)
+        if path != "/" and os.path.exists(path) and not any(_inside(path, b) for b in bound):
+            _bind(path, root + path)
+            bound.append(path)
+    scratch = f"size={config['disk_bytes']},nr_inodes=65536,mode=1777"
+    for path in ("/dev/shm", "/dev/pts", "/dev/mqueue"):
+        if os.path.isdir(root + path):
+            _mount("worker-tmp", root + path, "tmpfs", MS_NOSUID | MS_NODEV, scratch if path == "/dev/shm" else
+                   "size=4k,mode=755")
+    os.makedirs(root + "/tmp")
+    _mount("worker-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
+    _copy_work(config["workdir"], root + WORK, uid)
+    os.makedirs(root + "/var")
+    os.symlink("../tmp", root + "/var/tmp")
+    for path in config["masks"]:
+        if any(_inside(path, b) for b in bound) and os.path.lexists(root + path):
+            if os.path.isdir(root + path):
+                _mount("masked", root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=000")
+            else:
+                _mount("/dev/null", root + path, None, MS_BIND)
+    os.makedirs(root + "/proc")
+    os.makedirs(root + "/" + OLD_ROOT)
+    _mount("none", root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    return root
+
+
+def _enter_root(root: str) -> str:
+    """In the new PID namespace: mount its /proc, switch to the new root, detach the host's."""
+    try:
+        _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        proc = "own /proc (sees only its own processes)"
+    except OSError as exc:  # a host whose own /proc is partly covered forbids a new one
+        _mount("no-proc", root + "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=555")
+        proc = f"no /proc ({exc.strerror})"
+    _check(_syscall(SYS_PIVOT_ROOT, root.encode(), (root + "/" + OLD_ROOT).encode()), "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(("/" + OLD_ROOT).encode(), MNT_DETACH), "detach the host root")
+    os.chdir(WORK)
+    return proc
+
+
+# -- identity and limits ------------------------------------------------------------------------
+
+def _drop_capabilities() -> None:
+    """Give up every capability held in the user namespace (no remounting, no unmounting)."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: no such cap
+            break
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_syscall(SYS_CAPSET, header, data), "capset")
 
 
 def _limits(config: dict) -> None:
@@ -115,40 +224,84 @@ def _limits(config: dict) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), min(4096, hard)))
 
 
-def confine(config: dict) -> dict[str, str]:
-    """Apply every containment the host allows; returns what was obtained."""
-    obtained: dict[str, str] = {}
-    workdir = config["workdir"]
-    try:
-        how = _enter_namespaces()
-        _hide_and_bind(workdir, config["masks"], config["readonly"], config["expose"] if config["uid"] is not None else [])
-        os.chdir(WORK)
-        workdir = WORK
-        obtained["network"] = f"none (network namespace, {how})"
-        obtained["filesystem"] = ("kit paths hidden, private /tmp, working copy only writable place"
-                                  if config["uid"] is not None or os.geteuid() != 0 else "kit paths hidden, private /tmp")
-        if config["readonly"]:
-            obtained["filesystem"] += f"; read-only: {', '.join(config['readonly'])}"
-    except OSError as exc:
-        os.chdir(workdir)
-        obtained["network"] = f"host network (no namespace: {exc.strerror})"
-        obtained["filesystem"] = f"not hidden (no mount namespace: {exc.strerror})"
-    os.environ.update(HOME=workdir, TMPDIR=workdir)
+def _become_worker(config: dict, how: str, parent_alive: int) -> dict[str, str]:
+    """In the child (process 1 of the new PID namespace): finish confinement, return what was obtained."""
+    obtained = {"network": f"none (own network namespace, {how})"}
+    obtained["processes"] = _enter_root(config["root"])
+    obtained["filesystem"] = (f"own root: system folders, Python{' and listed paths' if config['readonly'] else ''} "
+                              f"read-only; no home, kit or submission folders; writable: private /tmp "
+                              f"({config['disk_bytes'] >> 20} MiB) holding the working copy")
+    _limits(config)
+    resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
+    if config["uid"] is not None:
+        os.setgroups([])
+        os.setresgid(config["gid"], config["gid"], config["gid"])
+        os.setresuid(config["uid"], config["uid"], config["uid"])
+        obtained["user"] = f"uid {config['uid']} (dropped from root, dedicated to this worker)"
+    else:
+        _drop_capabilities()
+        obtained["user"] = f"uid {os.getuid()} (the judge's, in a user namespace, no capabilities)"
+    obtained["processes"] += f", own PID namespace (its processes die with it), at most {config['processes']}"
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if select.select([parent_alive], [], [], 0)[0]:  # end of file: the waiting parent died before the signal was armed
+        os._exit(1)
+    os.close(parent_alive)
+    return obtained
+
+
+def _wait_and_mirror(child: int) -> None:
+    """The parent outside the PID namespace: wait for the worker, then end the same way."""
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def _unconfined(config: dict, why: str) -> dict[str, str]:
+    os.chdir(config["workdir"])
     _limits(config)
     if config["uid"] is not None:
         os.setgroups([])
         os.setresgid(config["gid"], config["gid"], config["gid"])
         os.setresuid(config["uid"], config["uid"], config["uid"])
         resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
-        obtained["user"] = f"uid {config['uid']} (dropped from root, dedicated to this worker)"
-    else:
-        obtained["user"] = f"uid {os.getuid()} (same user as the judge)"
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != config["judge_pid"]:  # the judge died before the death signal was armed
+    if os.getppid() != config["judge_pid"]:
         os._exit(1)
+    return {"network": f"host network (no namespaces: {why})", "filesystem": f"host filesystem, not hidden ({why})",
+            "processes": "host processes visible", "user": f"uid {os.getuid()}" + (
+                " (dropped from root, dedicated to this worker)" if config["uid"] is not None else
+                " (same user as the judge)")}
+
+
+def confine(config: dict) -> dict[str, str]:
+    """Apply every containment the host allows; returns (in the worker process) what was obtained."""
+    os.umask(0o022)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        how = _enter_namespaces()
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != config["judge_pid"]:  # the judge died before the death signal was armed
+            os._exit(1)
+        _build_root(config)
+    except OSError as exc:
+        obtained = _unconfined(config, exc.strerror or str(exc))
+    else:
+        alive_r, alive_w = os.pipe()
+        child = os.fork()
+        if child:
+            os.close(alive_r)
+            for fd in (config["request_fd"], config["response_fd"]):
+                os.close(fd)
+            _wait_and_mirror(child)
+        os.close(alive_w)
+        obtained = _become_worker(config, how, alive_r)
     obtained["limits"] = (f"wall clock per call, resident memory {config['memory_bytes'] >> 20} MiB (watched), "
                           f"files {config['file_bytes'] >> 20} MiB, output captured and truncated")
+    os.environ.update(HOME=os.getcwd(), TMPDIR=os.getcwd())
     return obtained
 
 

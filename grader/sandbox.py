@@ -1,12 +1,13 @@
 """Containment of student code: the one entry point that starts, watches and kills workers.
 
-A ``Worker`` copies the submission package into a private temporary folder with the worker
-files, starts ``confine.py`` there in a new session with a scrubbed environment, and talks to
+A ``Worker`` copies the submission package and the worker files into a private temporary
+folder, starts ``confine.py`` there in a new session with a scrubbed environment (it builds
+the worker's own root filesystem, namespaces and identity: see its docstring), and talks to
 it over two pipes (never stdin/stdout: those are captured, truncated and otherwise ignored).
-Each request has a wall-clock limit; a resident-memory watchdog kills a worker that grows
-past its cap; on a timeout, crash, memory kill or protocol violation the whole process tree
-(and, when dropped to a dedicated uid, every process of that uid) is killed and the next
-request starts a fresh worker from a fresh copy.
+Each request has a wall-clock limit; a resident-memory watchdog kills a worker whose process
+tree grows past its cap; on a timeout, crash, memory kill or protocol violation the whole
+process tree (and, when dropped to a dedicated uid, every process of that uid) is killed and
+the next request starts a fresh worker from a fresh copy.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class Limits:
     memory_bytes: int = 4 << 30
     output_bytes: int = 64 << 10
     file_bytes: int = 1 << 30
-    processes: int = 256
+    disk_bytes: int = 1 << 30  # the worker's private /tmp (and /dev/shm): memory, not disk
+    processes: int = 512  # tasks, threads included
 
 
 @dataclass
@@ -113,24 +115,29 @@ def _kill(pids: set[int]) -> None:
 
 
 def secret_paths() -> list[Path]:
-    """What no worker may see: the grader (hidden suites, probes' originals) and the reference."""
+    """What no worker may see: the grader (hidden suites, probes' originals), the reference, and
+    the kit checkout's history. The worker's root holds none of them unless the Python
+    installation does (a kit installed into site-packages); then they are covered."""
     import importlib.util
 
-    paths = [KIT]
+    paths = [KIT, KIT.parent / ".git"]
     spec = importlib.util.find_spec("solutions")
     if spec is not None and spec.submodule_search_locations:
         paths += [Path(p).resolve() for p in spec.submodule_search_locations]
     return paths
 
 
-def _python_paths() -> list[str]:
-    """Folders a dropped uid must reach to run this interpreter and its packages."""
+def interpreter_paths() -> list[str]:
+    """Folders the worker must see (read-only) to run this interpreter, its packages and libraries."""
+    import einops
     import numpy
     import torch
 
-    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    paths |= {str(Path(module.__file__).resolve().parents[1]) for module in (torch, numpy)}
-    return sorted(paths)
+    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))}
+    paths |= {str(Path(module.__file__).resolve().parents[1]) for module in (torch, numpy, einops)}
+    paths |= {p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(p)}
+    return sorted(os.path.realpath(p) for p in paths if os.path.isdir(p))
 
 
 class Worker:
@@ -145,6 +152,7 @@ class Worker:
         self.isolation: dict[str, str] = {}
         self.import_error: wire.Raised | None = None
         self.restarts = 0
+        self.fatal_imports: dict[str, str] = {}  # module -> how importing it ended the worker
         self._proc: subprocess.Popen | None = None
         self._uid: int | None = None
         _become_subreaper()
@@ -152,7 +160,10 @@ class Worker:
     # -- lifecycle -------------------------------------------------------------------------
 
     def _prepare(self) -> Path:
-        workdir = Path(tempfile.mkdtemp(prefix="kit-worker-"))
+        """``base/work`` (the package and the worker files: copied into the worker's /tmp/work) and
+        ``base/root`` (where confine.py mounts the worker's root)."""
+        base = Path(tempfile.mkdtemp(prefix="kit-worker-"))
+        workdir = base / "work"
         shutil.copytree(self.package, workdir / "assignment", symlinks=False,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         kit = workdir / "_kit"
@@ -160,11 +171,12 @@ class Worker:
         for name in ("confine.py", "worker.py", "wire.py"):
             shutil.copy2(KIT / name, kit / name)
         shutil.copytree(KIT / "probes", kit / "kit_probes", ignore=shutil.ignore_patterns("__pycache__"))
-        if self._uid is not None:
+        (base / "root").mkdir()
+        if self._uid is not None:  # used as is only where no namespace can be made
             for path in [workdir, *workdir.rglob("*")]:
                 os.chown(path, self._uid, self._uid, follow_symlinks=False)
             workdir.chmod(0o700)
-        return workdir
+        return base
 
     def _pick_uid(self) -> int | None:
         if os.geteuid() != 0:
@@ -176,15 +188,17 @@ class Worker:
     def _start(self) -> None:
         self._uid = self._pick_uid()
         self._workdir = self._prepare()
+        workdir = self._workdir / "work"
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
-        config = {"workdir": str(self._workdir), "masks": self.masks, "readonly": self.readonly,
-                  "expose": _python_paths(), "uid": self._uid, "gid": self._uid, "judge_pid": os.getpid(),
-                  "request_fd": request_r, "response_fd": response_w, "file_bytes": self.limits.file_bytes,
+        config = {"workdir": str(workdir), "root": str(self._workdir / "root"), "masks": self.masks,
+                  "readonly": self.readonly, "expose": interpreter_paths(), "uid": self._uid, "gid": self._uid,
+                  "judge_pid": os.getpid(), "request_fd": request_r, "response_fd": response_w,
+                  "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
                   "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes}
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
-        env.update(HOME=str(self._workdir), TMPDIR=str(self._workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=self._workdir,
+        env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
+        self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=workdir,
                                       env=env, pass_fds=(request_r, response_w), stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         os.close(request_r)
@@ -198,16 +212,21 @@ class Worker:
             thread.start()
         hello = self._read_frame(time.monotonic() + self.limits.start_seconds, "starting the worker")
         self.isolation = {key: str(value) for key, value in dict(hello.get("isolation", {})).items()}
-        ready = self._read_frame(time.monotonic() + self.limits.start_seconds, "importing your package")
-        self.import_error = wire.decode(ready["import_error"]) if "import_error" in ready else None
+
+    def _await_ready(self, deadline: float) -> None:
+        """The package's own import is student code: it runs on the first request's clock."""
+        ready = self._read_frame(deadline, "importing your package")
+        try:
+            self.import_error = wire.decode(ready["import_error"]) if "import_error" in ready else None
+        except wire.WireError as exc:
+            raise self._fail(f"the worker broke the protocol while importing your package ({exc})") from None
 
     def _watch_memory(self, proc: subprocess.Popen) -> None:
         """Kill the worker when its process tree's resident memory passes the cap."""
-        beat = 0
+        beat, pids = 0, {proc.pid}
         while proc.poll() is None:
-            pids = {proc.pid}
-            if beat % 10 == 0:  # the whole tree once a second, the worker itself ten times a second
-                pids |= _descendants(proc.pid, _processes())
+            if beat % 10 == 0:  # the tree is found once a second; what it holds is read ten times a second
+                pids = {proc.pid} | _descendants(proc.pid, _processes())
             if _resident_bytes(pids) > self.limits.memory_bytes:
                 self._memory_killed = True
                 self._kill_tree()
@@ -268,14 +287,18 @@ class Worker:
     def _fail(self, what: str) -> WorkerFailure:
         """Stop the worker and describe why, with the end of what it printed."""
         proc = self._proc
+        ended = proc.poll() if proc is not None else None  # how it ended by itself, before it is killed
         self.stop()
         self.restarts += 1
         if self._memory_killed:
             what = f"used more than {self.limits.memory_bytes >> 20} MiB of memory and was stopped"
-        elif proc is not None and proc.returncode not in (None, 0) and proc.returncode < 0 and "died" in what:
-            what += f" (killed by signal {signal.Signals(-proc.returncode).name})"
-        elif proc is not None and proc.returncode is not None and "died" in what:
-            what += f" (exit status {proc.returncode})"
+        elif ended is not None and ended < 0 and "died" in what:
+            try:
+                what += f" (killed by signal {signal.Signals(-ended).name})"
+            except ValueError:
+                what += f" (killed by signal {-ended})"
+        elif ended is not None and "died" in what:
+            what += f" (exit status {ended})"
         output = self._output.tail().strip()
         return WorkerFailure(what + (f"; its last output: {output}" if output else ""))
 
@@ -286,8 +309,11 @@ class Worker:
             if left <= 0 or not select.select([self._response_r], [], [], left)[0]:
                 raise self._fail(f"no answer within the time limit while {what}; the worker was stopped")
             chunk = os.read(self._response_r, min(remaining, 1 << 20))
-            if not chunk:
-                self._proc.wait(timeout=5)
+            if not chunk:  # it died, or closed its answer channel (then it is killed)
+                try:
+                    self._proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
                 raise self._fail(f"the worker process died while {what}")
             chunks.append(chunk)
             remaining -= len(chunk)
@@ -315,9 +341,41 @@ class Worker:
                 raise self._fail(f"the worker process died while {what}") from None
 
     def request(self, message: dict, timeout: float) -> dict:
+        """Send one request and return its answer (a frame of type "result" with the request's id).
+
+        A module whose import ended or hung the worker once is not imported again: later
+        requests into it fail at once with the same reason (importing is deterministic, and a
+        restart per call would spend the submission's whole time budget)."""
+        module = str(message.get("target") or message.get("probe") or "").partition(".")[0]
+        for name in (module, "__init__"):
+            if name in self.fatal_imports:
+                raise WorkerFailure(f"{self.fatal_imports[name]} (not imported again)")
+        if self._proc is not None and select.select([self._response_r], [], [], 0)[0]:
+            self.stop()  # it spoke out of turn between requests, or died: a fresh one answers
+            self.restarts += 1
         if self._proc is None:
             self._start()
-        deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + timeout
+            try:
+                self._await_ready(deadline)
+            except WorkerFailure as exc:
+                self.fatal_imports["__init__"] = str(exc)
+                raise
+        else:
+            deadline = time.monotonic() + timeout
         what = f"running {message.get('target') or message.get('probe')}"
         self._write_frame(message, deadline, what)
-        return self._read_frame(deadline, what)
+        importing, announced = None, 0
+        try:
+            answer = self._read_frame(deadline, what)
+            while answer.get("$type") in ("importing", "imported") and announced < 2:
+                announced += 1
+                importing = str(answer.get("module")) if answer["$type"] == "importing" else None
+                answer = self._read_frame(deadline, f"importing {importing}.py" if importing else what)
+        except WorkerFailure as exc:
+            if importing == module:
+                self.fatal_imports[module] = str(exc)
+            raise
+        if answer.get("$type") != "result" or answer.get("id") != message.get("id"):
+            raise self._fail(f"the worker answered out of turn while {what}; it was stopped")
+        return answer

@@ -65,8 +65,11 @@ class Submission:
             raise StudentError(f"{what} was not run: this submission used up its time budget")
         self._next_id += 1
         message["id"] = self._next_id
+        timeout = timeout or self.call_seconds
+        if self.deadline is not None:  # no call runs past the submission's time budget
+            timeout = max(0.5, min(timeout, self.deadline - time.monotonic()))
         try:
-            answer = self.backend.request(message, timeout or self.call_seconds)
+            answer = self.backend.request(message, timeout)
         except WorkerFailure as exc:
             raise StudentError(f"{what}: {exc}") from None
         if answer.get("id") != self._next_id:

@@ -13,6 +13,7 @@ import importlib.util
 import shutil
 import stat
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from .problems import MODULES
@@ -52,27 +53,38 @@ def _package_folder(root: Path) -> Path:
 
 
 def _extract(archive: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
     try:
         with zipfile.ZipFile(archive) as bundle:
             members = [m for m in bundle.infolist() if not m.is_dir()]
             if len(members) > MAX_FILES * 5 or sum(m.file_size for m in members) > MAX_BYTES * 5:
                 raise SubmissionError(f"{archive.name} is too large to grade ({len(members)} files)")
             for member in members:
-                parts = PurePosixPath(member.filename).parts
+                name = member.filename.replace("\\", "/")  # archivers on Windows may write backslashes
+                parts = PurePosixPath(name).parts
                 is_link = stat.S_ISLNK(member.external_attr >> 16)
-                if is_link or member.filename.startswith("/") or ".." in parts or not member.filename.endswith(".py"):
+                if is_link or name.startswith("/") or ".." in parts or not name.endswith(".py"):
                     continue
                 target = dest.joinpath(*parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with bundle.open(member) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError, ValueError) as exc:
+        # corrupt, truncated, encrypted or oddly compressed archives
         raise SubmissionError(f"{archive.name} is not a readable zip file ({exc})") from None
     return dest
 
 
 def stage(spec: str | Path, dest: Path) -> Path:
     """Copy the submitted package's ``.py`` files into ``dest/assignment``; returns that folder."""
+    try:
+        return _stage(spec, dest)
+    except OSError as exc:  # unreadable files, names too long, a full disk: one line, no traceback
+        where = f" ({Path(str(exc.filename)).name[:60]})" if exc.filename else ""
+        raise SubmissionError(f"cannot read {Path(str(spec)).name or spec}{where}: {exc.strerror or exc}") from None
+
+
+def _stage(spec: str | Path, dest: Path) -> Path:
     source = _resolve(str(spec))
     if source.is_file():
         if source.suffix != ".zip":

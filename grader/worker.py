@@ -41,9 +41,36 @@ def load_package(folder: Path, name: str = PACKAGE) -> ModuleType:
     return package
 
 
+def _announce(module_name: str, starting: bool) -> None:
+    """Tell the judge that a module's first import starts or ended (set by ``serve``; a no-op in process)."""
+
+
+def _student_module(package: str, module_name: str) -> ModuleType:
+    """Import a module of the submission. A failure is reported as an ImportError that names what
+    went wrong, whatever was raised: a module that raises ValueError as it is imported does not
+    pass the tests that expect a ValueError from its functions. Before a first import the judge
+    is told, so that it can tell a module that ends (or hangs) the worker as it is imported."""
+    first = f"{package}.{module_name}" not in sys.modules
+    if first:
+        _announce(module_name, True)
+    try:
+        module = importlib.import_module(f"{package}.{module_name}")
+        if first:
+            _announce(module_name, False)
+        return module
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt at import too
+        if first:
+            _announce(module_name, False)
+        try:
+            detail = f"{type(exc).__name__}: {exc}"
+        except BaseException:  # noqa: BLE001 - a hostile __str__
+            detail = type(exc).__name__
+        raise ImportError(f"importing {module_name}.py failed: {detail}") from None
+
+
 def _resolve(package: str, dotted: str) -> tuple[ModuleType, Any]:
     module_name, _, attribute = dotted.partition(".")
-    module = importlib.import_module(f"{package}.{module_name}")
+    module = _student_module(package, module_name)
     return module, (getattr(module, attribute) if attribute else module)
 
 
@@ -58,7 +85,7 @@ def handle(message: dict, package: str = PACKAGE, probes: str = "kit_probes") ->
             value = function(*args, **kwargs)
         elif message["$type"] == "probe":
             module_name, _, probe_name = message["probe"].partition(".")
-            student_module = importlib.import_module(f"{package}.{module_name}")
+            student_module = _student_module(package, module_name)
             probe = getattr(importlib.import_module(f"{probes}.{module_name}"), probe_name)
             value = probe(student_module, **kwargs)
         else:
@@ -72,9 +99,12 @@ def handle(message: dict, package: str = PACKAGE, probes: str = "kit_probes") ->
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str]) -> None:
     """Report the isolation (before any student code runs), import the package, report readiness,
     then answer requests until the judge closes the pipe."""
+    global _announce
     requests = os.fdopen(request_fd, "rb", buffering=0)
     responses = os.fdopen(response_fd, "wb", buffering=0)
     wire.write_frame(responses, {"$type": "hello", "isolation": isolation})
+    _announce = lambda module_name, starting: wire.write_frame(  # noqa: E731
+        responses, {"$type": "importing" if starting else "imported", "module": module_name})
     ready: dict[str, Any] = {"$type": "ready"}
     try:
         load_package(folder)

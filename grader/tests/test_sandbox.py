@@ -1,0 +1,317 @@
+"""Containment of the worker (grader/sandbox.py, confine.py, worker.py): limits and isolation.
+
+Each test drives a real worker over a small package whose functions misbehave: a timeout, a
+crash, an exit, too much memory, an output flood, detached processes, ignored signals, forged
+frames. Each must fail only its own call, leave nothing behind, and the next call must work.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import wire
+from grader.confine import SYSTEM
+from grader.sandbox import KIT, Limits, Worker, interpreter_paths
+from grader.session import WorkerFailure
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's containment is Linux's")
+
+MARKER = f"kit-sandbox-test-{secrets.token_hex(4)}"
+MODULE = '''
+import os
+import signal
+import subprocess
+import sys
+import time
+
+MARKER = "@MARKER@"
+
+
+def ok(value=1):
+    return value
+
+
+def spin():
+    while True:
+        pass
+
+
+def crash():
+    import ctypes
+    ctypes.string_at(0)
+
+
+def leave(status=3):
+    os._exit(status)
+
+
+def hog(gib=6):
+    import torch
+    hoard = [torch.ones(256 << 20, dtype=torch.uint8) for _ in range(4 * gib)]
+    return len(hoard)
+
+
+def flood(megabytes=200):
+    chunk = "x" * (1 << 20)
+    for _ in range(megabytes):
+        sys.stdout.write(chunk)
+    os.write(2, chunk.encode())
+    return "done"
+
+
+def sleepers():
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in (1, 2, 15)]; time.sleep(120)"
+    subprocess.Popen([sys.executable, "-c", code, MARKER], start_new_session=True, **quiet)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", code, MARKER])
+        os._exit(0)
+    return "started"
+
+
+def stubborn():
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    while True:
+        try:
+            time.sleep(1)
+        except BaseException:
+            pass
+
+
+def forks(count=100):
+    started = 0
+    for _ in range(count):
+        try:
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            started += 1
+        except OSError:
+            break
+    return started
+
+
+def forge():
+    for fd in range(3, 32):
+        try:
+            os.write(fd, (12).to_bytes(4, "big") + b"not json at")
+        except OSError:
+            pass
+    return 1
+
+
+def ahead():
+    import json
+    frame = json.dumps({"v": 1, "$type": "result", "id": 10**6, "value": 1}).encode()
+    for fd in range(3, 32):
+        try:
+            os.write(fd, len(frame).to_bytes(4, "big") + frame)
+        except OSError:
+            pass
+    return 2
+
+
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+def liar():
+    return AlwaysEqual(3)
+
+
+def look(kit):
+    import socket
+    seen = {"uid": os.getuid(), "root": sorted(os.listdir("/")), "cwd": os.getcwd(),
+            "kit_visible": os.path.exists(kit), "processes": [p for p in os.listdir("/proc") if p.isdigit()],
+            "home": os.environ.get("HOME")}
+    try:
+        socket.create_connection(("127.0.0.1", 9), timeout=1)
+        seen["network"] = "connected"
+    except OSError as exc:
+        seen["network"] = type(exc).__name__
+    for path in ("/usr/kit-test", "/etc/kit-test", os.path.join(os.path.dirname(sys.executable), "kit-test")):
+        try:
+            open(path, "w").close()
+            seen.setdefault("wrote", []).append(path)
+        except OSError:
+            pass
+    with open("/tmp/work/mine.txt", "w") as stream:
+        stream.write("the working copy is writable")
+    return seen
+'''
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("sandbox") / "assignment"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "tricks.py").write_text(MODULE.replace("@MARKER@", MARKER))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def worker(package):
+    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64))
+    yield worker
+    worker.close()
+
+
+def call(worker: Worker, target: str, *args, timeout: float = 10):
+    call.id = getattr(call, "id", 0) + 1
+    answer = worker.request({"$type": "call", "id": call.id, "target": f"tricks.{target}",
+                             "args": wire.encode(list(args)), "kwargs": wire.encode({})}, timeout)
+    assert answer["id"] == call.id
+    return wire.decode(answer["raised"] if "raised" in answer else answer["value"])
+
+
+def marked_processes() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and MARKER.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def wait_until(condition, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def test_isolation_is_reported_and_real(worker):
+    seen = call(worker, "look", str(KIT))
+    assert seen["network"] != "connected"
+    assert not seen["kit_visible"] and "wrote" not in seen
+    assert seen["cwd"] == "/tmp/work" and seen["home"] == "/tmp/work"
+    # Only system folders and the interpreter's own folders (a venv may live anywhere) are visible.
+    interpreter = {Path(p).parts[1] for p in interpreter_paths()}
+    assert set(seen["root"]) <= set(SYSTEM) | interpreter | {".old-root", "dev", "proc", "tmp", "var"}, seen["root"]
+    assert len(seen["processes"]) <= 3, seen["processes"]  # its own PID namespace
+    if os.geteuid() == 0:
+        assert seen["uid"] != 0 and "dropped from root" in worker.isolation["user"]
+    assert {"network", "filesystem", "processes", "user", "limits"} <= set(worker.isolation)
+
+
+@pytest.mark.parametrize("target, args, why", [
+    ("spin", (), "time limit"),
+    ("crash", (), "SIGSEGV"),
+    ("leave", (3,), "exit status 3"),
+    ("stubborn", (), "time limit"),
+    ("forge", (), "protocol"),
+])
+def test_a_misbehaving_call_fails_alone_and_the_next_one_works(worker, target, args, why):
+    with pytest.raises(WorkerFailure, match=why):
+        call(worker, target, *args, timeout=3)
+    assert call(worker, "ok", 7) == 7
+
+
+def test_memory_cap_stops_the_worker(worker):
+    with pytest.raises(WorkerFailure, match="MiB of memory"):
+        call(worker, "hog", 6, timeout=60)
+    assert call(worker, "ok") == 1
+
+
+def test_output_flood_is_drained_and_truncated(worker):
+    started = time.monotonic()
+    assert call(worker, "flood", 200, timeout=60) == "done"
+    assert time.monotonic() - started < 30
+    assert len(worker._output.kept) <= worker.limits.output_bytes and worker._output.total > 200 << 20
+
+
+def test_detached_processes_die_with_the_worker(package):
+    worker = Worker(package, Limits(call_seconds=5))
+    try:
+        assert call(worker, "sleepers") == "started"
+        assert wait_until(lambda: len(marked_processes()) >= 2), "the sleepers did not start"
+    finally:
+        worker.close()
+    assert wait_until(lambda: not marked_processes()), f"left behind: {marked_processes()}"
+
+
+def test_process_count_is_capped_and_all_die(package):
+    worker = Worker(package, Limits(call_seconds=20, processes=48))
+    try:
+        started = call(worker, "forks", 100, timeout=30)
+        assert 0 < started < 48
+    finally:
+        worker.close()
+
+
+def test_an_answer_out_of_turn_restarts_the_worker(worker):
+    with pytest.raises(WorkerFailure, match="out of turn"):
+        call(worker, "ahead")
+    assert call(worker, "ok", 5) == 5
+
+
+def test_a_lying_value_crosses_as_opaque(worker):
+    value = call(worker, "liar")
+    assert isinstance(value, wire.Opaque) and value != 3
+
+
+def test_import_errors_never_pass_for_the_function_s_own_exceptions(tmp_path):
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "tricks.py").write_text("raise ValueError('at import')\n")
+    worker = Worker(folder, Limits(call_seconds=5))
+    try:
+        raised = call(worker, "ok")
+    finally:
+        worker.close()
+    assert isinstance(raised, wire.Raised) and raised.is_a(ImportError) and not raised.is_a(ValueError)
+    assert "importing tricks.py failed: ValueError: at import" in raised.message
+
+
+def test_a_slow_package_import_counts_against_the_call(tmp_path):
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("import time\ntime.sleep(60)\n")
+    (folder / "tricks.py").write_text("def ok():\n    return 1\n")
+    worker = Worker(folder, Limits(call_seconds=3))
+    started = time.monotonic()
+    try:
+        with pytest.raises(WorkerFailure, match="importing your package"):
+            call(worker, "ok", timeout=3)
+    finally:
+        worker.close()
+    assert time.monotonic() - started < 30
+
+
+def test_a_module_that_ends_the_worker_at_import_is_not_imported_again(tmp_path):
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "tricks.py").write_text("import os\nos._exit(0)\n")
+    (folder / "other.py").write_text("def ok():\n    return 1\n")
+    worker = Worker(folder, Limits(call_seconds=5))
+    try:
+        with pytest.raises(WorkerFailure, match="importing tricks.py"):
+            call(worker, "ok")
+        started = time.monotonic()
+        with pytest.raises(WorkerFailure, match="not imported again"):
+            call(worker, "ok")
+        assert time.monotonic() - started < 0.5 and worker.restarts == 1
+        answer = worker.request({"$type": "call", "id": 99, "target": "other.ok", "args": [],
+                                 "kwargs": wire.encode({})}, 10)
+        assert wire.decode(answer["value"]) == 1  # the other modules are graded as usual
+    finally:
+        worker.close()
