@@ -16,6 +16,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import Phase, settings
+
+# No "explain" phase: on a failing property it reruns the test many times to point at lines,
+# which costs minutes on an unfinished module and adds nothing to the shrunk example shown.
+settings.register_profile("public", deadline=None, phases=[phase for phase in Phase if phase is not Phase.explain])
+settings.load_profile("public")
 
 MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 PROBLEMS = {f"P{i}": name for i, name in enumerate(MODULES, start=1)}

@@ -62,7 +62,8 @@ def test_tensor_memory_bytes_never_allocates(memory):
     check_equal(memory.tensor_memory_bytes, (10**6, 10**6), torch.float32, expected=4 * 10**12)
     elapsed = time.perf_counter() - start
     check_true(elapsed < 1.0, "memory.tensor_memory_bytes((10**6, 10**6), torch.float32)", f"{elapsed:.2f} s",
-               "an instant answer", "memory.tensor_memory_bytes", "compute the product of the shape; never build the tensor")
+               "an instant answer", "memory.tensor_memory_bytes",
+               "compute the product of the shape; never build the tensor")
 
 
 @settings(max_examples=30, deadline=None)

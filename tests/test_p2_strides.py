@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 from _kit import check_equal, check_raises
 from hypothesis import given, settings

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from _kit import call, check_close, check_equal, check_raises, check_true
+from _kit import call, check_close, check_raises, check_true
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

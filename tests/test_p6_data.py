@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -213,7 +214,7 @@ def test_cuda_batches(data):
 MEASURE = r"""
 import importlib, importlib.util, json, os, sys
 import numpy as np, torch
-folder, package, path = sys.argv[1:4]
+folder, package, path, ready = sys.argv[1:5]
 spec = importlib.util.spec_from_file_location(package, os.path.join(folder, "__init__.py"),
                                               submodule_search_locations=[folder])
 pkg = importlib.util.module_from_spec(spec); sys.modules[package] = pkg; spec.loader.exec_module(pkg)
@@ -229,10 +230,41 @@ tokens = np.memmap(path, dtype=np.uint16, mode="r")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset the peak resident size (VmHWM) to the current one
 base = kib("VmRSS")
+open(ready, "w").write(str(base))
 for _ in range(20):
     data.get_batch(tokens, 8, 256, "cpu", rng)
 print(json.dumps({"growth_mib": (kib("VmHWM") - base) / 1024}))
 """
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        return int(next(line for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS:")).split()[1])
+    except (OSError, StopIteration):
+        return 0
+
+
+def measure_growth(data, path: Path, stop_mib: int = 768) -> tuple[float | None, str]:
+    """Run MEASURE in a fresh process; stop it once it has grown by ``stop_mib`` (a whole-file reader)."""
+    ready = path.with_name("ready")
+    package = data.__name__.rpartition(".")[0]
+    with open(path.with_name("out"), "w+") as out, open(path.with_name("err"), "w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", MEASURE, str(Path(data.__file__).parent), package, str(path),
+                                 str(ready)], stdout=out, stderr=err)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None:
+            base = int(ready.read_text() or 0) if ready.exists() else 0
+            if (base and rss_kib(proc.pid) - base > stop_mib * 1024) or time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                return None, f"stopped after growing by more than {stop_mib} MiB (or running for 2 minutes)"
+            time.sleep(0.01)
+        out.seek(0)
+        err.seek(0)
+        lines, errors = out.read().strip().splitlines(), err.read().strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return None, (errors or [f"exit status {proc.returncode}"])[-1]
+    return json.loads(lines[-1])["growth_mib"], ""
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc to measure memory")
@@ -241,15 +273,11 @@ def test_sampling_a_1gib_file_costs_megabytes(data, tmp_path):
     path = tmp_path / "big.bin"
     with open(path, "wb") as f:
         f.truncate(1 << 30)  # sparse: 1 GiB of zero tokens that take no disk space
-    package = data.__name__.rpartition(".")[0]
-    run = subprocess.run([sys.executable, "-c", MEASURE, str(Path(data.__file__).parent), package, str(path)],
-                         capture_output=True, text=True, timeout=120)
-    if run.returncode != 0:
-        check_true(False, f"{BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process",
-                   run.stderr.strip().splitlines()[-1:] or run.returncode, "no error", BATCH)
-    growth = json.loads(run.stdout.strip().splitlines()[-1])["growth_mib"]
+    growth, problem = measure_growth(data, path)
+    what = f"20 x {BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process"
     # A sampler that indexes the memmap maps about 64 KiB per window (~10 MiB here); reading the
     # file whole costs at least its 1024 MiB. 512 MiB separates the two with a wide margin.
-    check_true(growth < 512, f"20 x {BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process",
-               f"peak resident memory grew by {growth:.0f} MiB", "well under 512 MiB (a few MiB: only the windows)",
-               BATCH, "index the memmap with the sampled positions; never np.array(tokens) or tokens.astype(...)")
+    check_true(growth is not None and growth < 512, what,
+               f"peak resident memory grew by {growth:.0f} MiB" if growth is not None else problem,
+               "well under 512 MiB (a few MiB: only the windows)", BATCH,
+               "index the memmap with the sampled positions; never np.array(tokens) or tokens.astype(...)")

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from hypothesis import Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _kit import call, check_equal, check_raises, check_true
@@ -19,7 +19,6 @@ SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
 EXTRAS = "checkpoint.load_checkpoint_extras"
 # No "explain" phase: on a failing example it replays the test hundreds of times (slow with torch).
-PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
 
 
 def make_run(seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -148,7 +147,7 @@ def extra_values():
                         | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
 
 
-@settings(max_examples=20, deadline=None, phases=PHASES)
+@settings(max_examples=20, deadline=None)
 @given(value=extra_values())
 def test_any_safe_extra_round_trips(checkpoint, value):
     model, optimizer = make_run()
@@ -197,9 +196,17 @@ def test_failed_save_leaves_previous_checkpoint(checkpoint, tmp_path, monkeypatc
     for name, value in list(vars(checkpoint).items()):
         if value is real_save:  # `from torch import save` in the module under test
             monkeypatch.setattr(checkpoint, name, failing_save)
-    check_raises(OSError, checkpoint.save_checkpoint, model, optimizer, 2, path,
-                 why="a failed save must propagate its exception")
-    monkeypatch.undo()
+    try:
+        checkpoint.save_checkpoint(model, optimizer, 2, path)
+    except NotImplementedError as exc:
+        pytest.fail(f"{SAVE} is not implemented yet: {exc}", pytrace=False)
+    except Exception:  # noqa: BLE001 - the injected OSError (or an error wrapping it) must propagate
+        pass
+    else:
+        check_true(False, f"{SAVE}(..., {path.name}) while torch.save fails half-way", "it returned normally",
+                   "the error propagates: a failed save must not look successful", SAVE)
+    finally:
+        monkeypatch.undo()
     check_true(path.read_bytes() == before, f"{SAVE}(..., {path.name}) failing half-way", "a changed file",
                "the previous checkpoint, byte for byte: write a temporary file, then os.replace it", SAVE)
     check_true(os.listdir(tmp_path) == ["ckpt.pt"], f"{SAVE}(..., {path.name}) failing half-way",

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _kit import call, check_close, check_equal, check_raises, check_true
@@ -17,7 +17,6 @@ STEP = "amp.train_step"
 CKPT = "amp.checkpointed"
 TRAIN = "amp.train"
 # No "explain" phase: on a failing example it replays the test hundreds of times (slow with torch).
-PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
 
 
 def make_model(seed: int = 0, width: int = 32) -> torch.nn.Sequential:
@@ -75,7 +74,7 @@ def test_fp32_step_matches_a_manual_step(amp):
                "every .grad None afterwards: optimizer.zero_grad(set_to_none=True)", STEP)
 
 
-@settings(max_examples=15, deadline=None, phases=PHASES)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 1000), max_grad_norm=st.floats(0.01, 10.0))
 def test_grad_norm_is_measured_on_unscaled_grads_before_clipping(amp, seed, max_grad_norm):
     model, oracle, batch = make_model(seed), make_model(seed), make_batch(seed + 1)
@@ -129,8 +128,8 @@ def test_autocast_dtype_follows_precision(amp, precision, dtype):
                f"close to the fp32 loss {want} (16-bit matmuls round to 8 or 11 significant bits)", STEP)
 
 
-@pytest.mark.parametrize("kwargs", [dict(precision="fp16"), dict(precision="fp8"), dict(precision="bf16", max_grad_norm=-1.0)],
-                         ids=["fp16-without-scaler", "unknown-precision", "negative-max-norm"])
+@pytest.mark.parametrize("kwargs", [dict(precision="fp16"), dict(precision="fp8")],
+                         ids=["fp16-without-scaler", "unknown-precision"])
 def test_bad_arguments_raise(amp, kwargs):
     model = make_model()
     check_raises(ValueError, amp.train_step, model, make_batch(), F.mse_loss,
@@ -143,7 +142,7 @@ def make_blocks(depth: int, width: int, seed: int) -> torch.nn.ModuleList:
                                                    torch.nn.Linear(2 * width, width)) for _ in range(depth))
 
 
-@settings(max_examples=10, deadline=None, phases=PHASES)
+@settings(max_examples=10, deadline=None)
 @given(depth=st.integers(1, 4), width=st.integers(2, 16), input_grad=st.booleans(), seed=st.integers(0, 100))
 def test_checkpointed_gives_the_same_values_and_gradients(amp, depth, width, input_grad, seed):
     blocks = make_blocks(depth, width, seed)
@@ -188,8 +187,11 @@ def test_checkpointed_saves_fewer_activations(amp):
     block_input = x.numel() * x.element_size()
     check_true(off >= 3 * 6 * block_input, f"{CKPT}(6 blocks, x, enabled=False)", f"{off} bytes saved for backward",
                f"at least {3 * 6 * block_input}: a plain forward saves each layer's activations", CKPT)
-    check_true(on <= 6 * block_input, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward",
-               f"at most {6 * block_input} (one block input each) instead of {off}: checkpoint every block", CKPT)
+    # About one block input per block (torch.utils.checkpoint.checkpoint_sequential, which runs its last
+    # segment plainly, is accepted too: the bound leaves room for one un-checkpointed block).
+    bound = 6 * block_input + off // 6
+    check_true(on <= bound, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward",
+               f"at most {bound} (about one block input per block) instead of {off}: checkpoint every block", CKPT)
 
 
 def test_train_returns_the_per_step_losses(amp):

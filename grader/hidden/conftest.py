@@ -3,11 +3,14 @@
 "ci": derandomized and few examples, for the kit's own checks (selfcheck, CI).
 "grading": more examples, seeded by ``grader grade --seed`` (default 0), so a grade is reproducible.
 No example database: a grade never depends on what an earlier run found.
+One failure per test and no "explain" phase: a report shows one shrunk example and never
+points at lines of the hidden suite.
 """
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
-_COMMON = dict(deadline=None, print_blob=False, database=None,
+_COMMON = dict(deadline=None, print_blob=False, database=None, report_multiple_bugs=False,
+               phases=[phase for phase in Phase if phase is not Phase.explain],
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=25, derandomize=True, **_COMMON)
 settings.register_profile("grading", max_examples=100, **_COMMON)

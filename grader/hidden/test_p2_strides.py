@@ -1,0 +1,253 @@
+"""Hidden suite for P2 (strides.py): every answer is compared with what PyTorch does.
+
+Layouts are built with ``torch.empty(storage).as_strided(shape, strides, offset)`` and PyTorch
+reports ``stride()``, ``is_contiguous()``, ``storage_offset()``, and whether ``view`` works.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grader import wire
+from grader.probes import strides as probes
+
+Layout = tuple[tuple[int, ...], tuple[int, ...], int]
+
+
+# --- oracles ------------------------------------------------------------------------------------
+
+def strided(shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> torch.Tensor:
+    """A tensor with exactly that layout, over a storage whose values are their own positions."""
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides) if n > 0)
+    return torch.arange(extent).as_strided(shape, strides, offset)
+
+
+def torch_view_strides(shape, strides, new_shape) -> tuple[int, ...] | None:
+    try:
+        return strided(shape, strides).view(new_shape).stride()
+    except RuntimeError:
+        return None
+
+
+# --- strategies ---------------------------------------------------------------------------------
+
+def sizes() -> st.SearchStrategy[int]:
+    """Dim sizes with 0 and 1 common."""
+    return st.sampled_from([0, 1, 1, 2, 3, 4, 5])
+
+
+def shapes(min_dims: int = 0, max_dims: int = 4) -> st.SearchStrategy[tuple[int, ...]]:
+    return st.lists(sizes(), min_size=min_dims, max_size=max_dims).map(tuple)
+
+
+@st.composite
+def strided_layouts(draw, min_dims: int = 0, max_dims: int = 4) -> Layout:
+    """(shape, strides, offset): arbitrary strides, or what real view operations leave behind."""
+    shape = draw(shapes(min_dims, max_dims))
+    offset = draw(st.integers(0, 6))
+    if draw(st.booleans()):
+        return shape, tuple(draw(st.integers(0, 30)) for _ in shape), offset
+    t = torch.empty(shape)
+    for _ in range(draw(st.integers(0, 3))):
+        op = draw(st.sampled_from(["transpose", "slice", "unsqueeze", "expand"]))
+        if op == "transpose" and t.dim() >= 2:
+            t = t.transpose(*draw(st.lists(st.integers(0, t.dim() - 1), min_size=2, max_size=2)))
+        elif op == "slice" and t.dim() >= 1:
+            dim, step = draw(st.integers(0, t.dim() - 1)), draw(st.integers(1, 3))
+            t = t[(slice(None),) * dim + (slice(draw(st.integers(0, 2)), None, step),)]
+        elif op == "unsqueeze" and t.dim() < max_dims:
+            t = t.unsqueeze(draw(st.integers(0, t.dim())))
+        elif op == "expand" and 1 in t.shape:
+            dim = list(t.shape).index(1)
+            t = t.expand(*[draw(st.integers(1, 3)) if d == dim else -1 for d in range(t.dim())])
+    return tuple(t.shape), t.stride(), t.storage_offset() + offset
+
+
+@st.composite
+def new_shapes(draw, numel: int) -> tuple[int, ...]:
+    """A shape with ``numel`` elements (size-1 dims sprinkled in, sometimes one -1)."""
+    dims: list[int] = []
+    if numel == 0:
+        dims = draw(st.lists(st.integers(0, 4), max_size=3)) + [0]
+    else:
+        remaining = numel
+        for _ in range(draw(st.integers(0, 3))):
+            dim = draw(st.sampled_from([d for d in range(1, remaining + 1) if remaining % d == 0]))
+            dims.append(dim)
+            remaining //= dim
+        dims.append(remaining)
+    dims += [1] * draw(st.integers(0, 2))
+    dims = draw(st.permutations(dims))
+    if numel and draw(st.booleans()):
+        dims[draw(st.integers(0, len(dims) - 1))] = -1
+    return tuple(dims)
+
+
+def slices(size_hint: int = 5) -> st.SearchStrategy:
+    """(start, stop, step) with None, negative and out-of-range bounds."""
+    bound = st.none() | st.integers(-2 * size_hint - 3, 2 * size_hint + 3)
+    return st.tuples(bound, bound, st.integers(1, 5))
+
+
+# Layouts where size-1 and size-0 dims carry strides that a careless rule would misjudge.
+EDGE_LAYOUTS = [
+    ((4, 1), (1, 7)), ((1, 3), (99, 1)), ((2, 1, 3), (3, 5, 1)), ((1, 1), (0, 0)), ((1,), (0,)),
+    ((0, 3), (7, 7)), ((3, 0, 2), (0, 0, 0)), ((2, 0), (1, 5)), ((), ()), ((2, 2), (1, 2)), ((2, 2), (2, 1)),
+    ((3, 4), (0, 1)), ((2, 3, 4), (24, 8, 2)), ((4, 1, 4), (4, 99, 1)), ((2, 1, 1, 3), (3, 0, 40, 1)),
+]
+EDGE_VIEWS = [
+    ((2, 1, 3), (3, 100, 1), (6,)), ((2, 3, 4), (24, 8, 2), (6, 4)), ((4, 4), (1, 4), (16,)),
+    ((3, 4), (0, 1), (12,)), ((3, 4), (0, 1), (3, 2, 2)), ((), (), (1, 1)), ((1,), (5,), ()),
+    ((0, 3), (9, 9), (0, 3)), ((0, 3), (9, 9), (3, 0)), ((0, 3), (9, 9), (0, 1, 3)), ((4, 1, 4), (4, 99, 1), (2, 2, 4)),
+    ((4, 1, 4), (4, 99, 1), (16, 1)), ((2, 3), (1, 2), (3, 2)), ((2, 3), (1, 2), (1, 2, 3, 1)), ((6,), (2,), (2, 1, 3)),
+    ((2, 2, 3), (12, 3, 1), (4, 3)), ((2, 2, 3), (12, 3, 1), (2, 6)), ((2, 3, 2), (6, 1, 3), (6, 2)),
+]
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+@pytest.mark.points(1)
+@given(shape=shapes(max_dims=5))
+def test_contiguous_strides(sub, shape):
+    """contiguous_strides matches torch.empty(shape).stride(), size-0 and size-1 dims included"""
+    want = torch.empty(shape).stride()
+    got = sub.call("strides.contiguous_strides", shape)
+    assert got == want and type(got) is tuple, f"strides.contiguous_strides({shape}) returned {got!r}, expected {want}"
+
+
+@pytest.mark.points(1)
+@given(layout=strided_layouts(), data=st.data())
+def test_flat_index(sub, layout, data):
+    """flat_index gives the storage position PyTorch reads, negative indices included"""
+    shape, strides, offset = layout
+    if 0 in shape:
+        return
+    t = strided(shape, strides, offset)
+    for _ in range(4):
+        index = tuple(data.draw(st.integers(-n, n - 1)) for n in shape)
+        want = int(t[index])
+        got = sub.call("strides.flat_index", index, shape, strides, offset)
+        assert got == want, f"strides.flat_index({index}, {shape}, {strides}, {offset}) returned {got!r}, expected {want}"
+    if offset == 0:
+        zeros = (0,) * len(shape)
+        got = sub.call("strides.flat_index", zeros, shape, strides)
+        assert got == 0, (
+            f"strides.flat_index({zeros}, {shape}, {strides}) returned {got!r}, expected 0 (offset defaults to 0)")
+
+
+@pytest.mark.points(1)
+@given(shape=shapes(min_dims=1).filter(lambda s: 0 not in s), data=st.data())
+def test_flat_index_rejects_bad_indices(sub, shape, data):
+    """flat_index raises IndexError for entries out of range and indices of the wrong length"""
+    strides = torch.empty(shape).stride()
+    dim = data.draw(st.integers(0, len(shape) - 1))
+    for bad in (shape[dim], -shape[dim] - 1, shape[dim] + data.draw(st.integers(1, 10))):
+        index = tuple(bad if d == dim else 0 for d in range(len(shape)))
+        sub.raises(IndexError, "strides.flat_index", index, shape, strides)
+    sub.raises(IndexError, "strides.flat_index", (0,) * (len(shape) + 1), shape, strides)
+    sub.raises(IndexError, "strides.flat_index", (0,) * (len(shape) - 1), shape, strides)
+
+
+@pytest.mark.points(2)
+@given(layouts=st.lists(strided_layouts(max_dims=5), min_size=4, max_size=4))
+def test_is_contiguous(sub, layouts):
+    """is_contiguous equals Tensor.is_contiguous() (size-1 dims skipped, no elements means contiguous)"""
+    for shape, strides in [(shape, strides) for shape, strides, _ in layouts] + EDGE_LAYOUTS:
+        want = strided(shape, strides).is_contiguous()
+        got = sub.call("strides.is_contiguous", shape, strides)
+        assert got is want, (
+            f"strides.is_contiguous({shape}, {strides}) returned {got!r}, expected {want} (Tensor.is_contiguous())")
+
+
+@pytest.mark.points(1)
+@given(layout=strided_layouts(min_dims=1), data=st.data())
+def test_transpose(sub, layout, data):
+    """transpose swaps sizes and strides as Tensor.transpose does, negative dims included; bad dims raise IndexError"""
+    shape, strides, _ = layout
+    n = len(shape)
+    dim0, dim1 = data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1))
+    t = strided(shape, strides).transpose(dim0, dim1)
+    want = (tuple(t.shape), t.stride())
+    got = sub.call("strides.transpose", shape, strides, dim0, dim1)
+    assert got == want, f"strides.transpose({shape}, {strides}, {dim0}, {dim1}) returned {got!r}, expected {want}"
+    bad = data.draw(st.sampled_from([n, -n - 1, n + 3]))
+    sub.raises(IndexError, "strides.transpose", shape, strides, 0, bad)
+
+
+@pytest.mark.points(2)
+@given(layout=strided_layouts(min_dims=1), cuts=st.lists(st.tuples(st.integers(-8, 7), slices()), min_size=5,
+                                                        max_size=5))
+def test_slice_view(sub, layout, cuts):
+    """slice_view gives the shape, strides and storage offset of x[..., start:stop:step, ...]"""
+    shape, strides, offset = layout
+    n = len(shape)
+    for dim, (start, stop, step) in cuts:
+        dim = dim % (2 * n) - n  # any dim in [-n, n)
+        view = strided(shape, strides, offset)[(slice(None),) * (dim % n) + (slice(start, stop, step),)]
+        want = (tuple(view.shape), view.stride(), view.storage_offset())
+        got = sub.call("strides.slice_view", shape, strides, offset, dim, start, stop, step)
+        assert got == want, (
+            f"strides.slice_view({shape}, {strides}, {offset}, {dim}, {start}, {stop}, {step}) returned {got!r}, "
+            f"expected {want} (x[{'..., ' if dim % n else ''}{'' if start is None else start}:"
+            f"{'' if stop is None else stop}:{step}] on dim {dim})")
+    sub.raises(IndexError, "strides.slice_view", shape, strides, offset, n, 0, 1)
+
+
+@pytest.mark.points(2)
+@given(layout=strided_layouts(max_dims=4), data=st.data())
+def test_view_strides(sub, layout, data):
+    """view_strides gives Tensor.view's strides, and None exactly where view raises"""
+    shape, strides, _ = layout
+    numel = math.prod(shape)
+    for new_shape in data.draw(st.lists(new_shapes(numel), min_size=6, max_size=6)):
+        want = torch_view_strides(shape, strides, new_shape)
+        got = sub.call("strides.view_strides", shape, strides, new_shape)
+        assert got == want, (
+            f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r}, expected {want} "
+            f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
+
+
+@pytest.mark.points(1)
+def test_view_strides_edge_cases(sub):
+    """view_strides on size-1 dims with odd strides, expanded dims, no elements and 0-d tensors"""
+    for shape, strides, new_shape in EDGE_VIEWS:
+        want = torch_view_strides(shape, strides, new_shape)
+        got = sub.call("strides.view_strides", shape, strides, new_shape)
+        assert got == want, (
+            f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r}, expected {want} "
+            f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
+
+
+@pytest.mark.points(2)
+def test_same_storage(sub):
+    """same_storage tells views of one storage from copies (built next to your code)"""
+    answers = sub.probe("strides.same_storage_answers")
+    assert isinstance(answers, dict), f"strides.same_storage: the probe returned {answers!r}, expected answers per pair"
+    for name, (a, b) in probes.pairs().items():
+        want = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        got = answers.get(name)
+        assert not isinstance(got, wire.Raised), f"strides.same_storage({name}) raised {got}, expected {want}"
+        assert got is want, f"strides.same_storage({name}) returned {got!r}, expected {want}"
+
+
+@pytest.mark.points(1)
+def test_rejects_arguments_outside_the_domain(sub):
+    """ValueError for negative sizes, steps below 1, wrong element counts and extra -1s"""
+    cases = [
+        ("strides.contiguous_strides", ((2, -1),)),
+        ("strides.is_contiguous", ((2, 3), (3,))),
+        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, None, 0)),
+        ("strides.slice_view", ((4, 4), (4, 1), 0, 1, None, None, -1)),
+        ("strides.view_strides", ((4, 4), (4, 1), (5, 3))),
+        ("strides.view_strides", ((4, 4), (4, 1), (5, -1))),
+        ("strides.view_strides", ((4, 4), (4, 1), (-1, -1))),
+        ("strides.view_strides", ((4, 4), (4, 1), (-2, -8))),
+        ("strides.view_strides", ((4, 4), (1, 4), (17,))),
+    ]
+    for target, args in cases:
+        sub.raises(ValueError, target, *args)
