@@ -1,0 +1,116 @@
+"""The hostile corpus (grader/hostile): it is inert in the repository, every attack applies to
+the reference, the check's detectors do detect, and the quick subset holds (a few minutes)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import hostile
+from grader.hostile import check
+
+KIT = Path(__file__).resolve().parents[2]
+VALUES = {"MARKER": "kit-hostile-test", "PORT": "9", "CALL_SECONDS": "4"}
+
+
+def test_the_corpus_is_inert_in_the_repository():
+    folder = KIT / "grader" / "hostile"
+    live = [p.name for p in folder.rglob("*") if p.name in ("conftest.py", "sitecustomize.py", "usercustomize.py")
+            or p.suffix == ".pth" or (p.name.startswith("test_") and p.suffix == ".py")]
+    assert not live, f"files that tools load by themselves: {live}"
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", str(folder)], cwd=KIT,
+                               capture_output=True, text=True, timeout=120)
+    assert "no tests collected" in collected.stdout or collected.returncode == 5, collected.stdout[-2000:]
+
+
+@pytest.mark.parametrize("attack", hostile.load(), ids=lambda a: a.id)
+def test_each_attack_applies_to_the_reference(tmp_path, attack):
+    root = hostile.materialize(attack, tmp_path, VALUES)
+    changed = root / "assignment" / f"{attack.module}.py"
+    assert changed.read_text() != (hostile.SOLUTIONS / f"{attack.module}.py").read_text()
+    for path in root.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")  # compiled, never run
+    assert "@MARKER@" not in "".join(p.read_text() for p in root.rglob("*") if p.is_file())
+    kind, module, function, problem = attack.control
+    control = hostile.materialize_control(kind, module, function, tmp_path / "control")
+    for path in control.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+
+
+def test_there_is_a_quick_subset_of_every_kind():
+    quick = [a for a in hostile.load() if a.quick]
+    assert {a.expect for a in quick} == set(hostile.EXPECTATIONS)
+
+
+# -- the detectors detect -----------------------------------------------------------------------
+
+def test_watch_sees_new_changed_and_removed_files(tmp_path):
+    (tmp_path / "kept.txt").write_text("a")
+    (tmp_path / "gone.txt").write_text("b")
+    watch = check.Watch([(tmp_path, None, frozenset())], shared=(), marker="m")
+    watch.start()
+    (tmp_path / "kept.txt").write_text("changed")
+    (tmp_path / "gone.txt").unlink()
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "new.txt").write_text("c")
+    changes = "\n".join(watch.changes())
+    assert "kept.txt (changed)" in changes and "gone.txt (removed)" in changes and "new.txt (new)" in changes
+
+
+def test_listener_sees_a_connection():
+    listener = check.Listener("kit-hostile-test-listener")
+    try:
+        assert listener.contacted() == []
+        socket.create_connection(("127.0.0.1", listener.port), timeout=2).close()
+        time.sleep(0.2)
+        assert "tcp" in listener.contacted()
+    finally:
+        listener.close()
+
+
+def test_processes_left_behind_are_found():
+    tag = f"kit-hostile-test-{os.getpid()}"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", tag])
+    try:
+        assert any(str(sleeper.pid) in line for line in check._left_behind([tag]))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not check._left_behind([tag])
+
+
+def _graded(statuses: dict[str, str], score: float, text: str = "") -> check.Graded:
+    tests = [{"nodeid": n, "status": s, "points": 1.0, "message": ""} for n, s in statuses.items()]
+    return check.Graded(0, 1.0, {"score": score, "kit_tests": tests, "output": "", "kit_version": "x"}, text, "", "")
+
+
+def test_points_gained_or_lost_are_found():
+    attack = next(a for a in hostile.load() if a.expect == "wrong")
+    control = _graded({"t::a": "passed", "t::b": "failed"}, 1)
+    gained = _graded({"t::a": "passed", "t::b": "passed"}, 2)
+    lost = _graded({"t::a": "failed", "t::b": "failed"}, 0)
+    assert check._points_fact(attack, control, control, control)[0]
+    assert "gained b" in check._points_fact(attack, gained, control, control)[1]
+    assert "lost a" in check._points_fact(attack, lost, control, control)[1]
+
+
+def test_leaked_lines_are_found():
+    secret = "return math.copysign(magnitude, sign)  # a line of the reference"
+    leaked = _graded({}, 0, text=f"raised RuntimeError: {secret}")
+    assert not check._leak_fact(leaked, allowed="", secrets_={secret})[0]
+    assert check._leak_fact(leaked, allowed=secret, secrets_={secret})[0]
+
+
+# -- the quick subset ---------------------------------------------------------------------------
+
+def test_quick_attacks_gain_nothing_and_the_grader_survives(capsys):
+    code = check.main(quick=True)
+    report = capsys.readouterr().out
+    print(report)  # the attack table, visible with -s or on failure
+    assert code == 0, report[-6000:]
