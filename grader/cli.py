@@ -82,7 +82,61 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
         jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections)
 
 
-COMMANDS = [_grade, _stubs, _release, _selfcheck]
+def _shard(text: str) -> str:
+    from .batch import parse_shard
+
+    try:
+        parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("batch")
+    parser = sub.add_parser("batch", help="grade a class: every submission in a folder, a fresh judge each, "
+                                          "resumable, shardable")
+    parser.add_argument("submissions", help="folder with one entry per student (a folder or a .zip; its name is "
+                                            "the student id), or a .zip/.tar.gz of such a folder")
+    parser.add_argument("--out", type=Path, required=True, help="results go to OUT/results/<student>.json")
+    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="submissions graded at once")
+    parser.add_argument("--shard", type=_shard, default=defaults["shard"],
+                        help="grade only shard I of N (I/N, 1-based): students whose id hashes to it")
+    parser.add_argument("--timeout-seconds", type=float, default=defaults["timeout_seconds"],
+                        help="wall-clock limit for one submission (then it is stopped: an error row)")
+    parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
+    _grading_options(parser, defaults)
+    return lambda a: importlib.import_module("grader.batch").main(
+        a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
+        profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
+        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors)
+
+
+def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("gradebook")
+    parser = sub.add_parser("gradebook", help="merge batch result folders (shards, re-runs) into a CSV, a summary "
+                                              "and a histogram")
+    parser.add_argument("folders", nargs="+", metavar="OUT_DIR", help="batch output folders (or folders holding them)")
+    parser.add_argument("--csv", type=Path, default=defaults["csv"],
+                        help="the gradebook; the summary (.md) and histogram (.png) are written beside it")
+    return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv)
+
+
+def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("bundle")
+    parser = sub.add_parser("gradescope-bundle", help="write a Gradescope autograder zip grading through the judge")
+    parser.add_argument("out", help="the .zip to write")
+    parser.add_argument("--gpu", choices=("auto", "require", "off"), default=defaults["gpu"],
+                        help="GPU mode of run_autograder (Gradescope has no GPU: auto marks grades provisional)")
+    parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"], help="hypothesis profile")
+    parser.add_argument("--torch", default=defaults["torch"], help="what setup.sh pip-installs for torch")
+    parser.add_argument("--torch-index-url", default=defaults["torch_index_url"],
+                        help="package index for torch ('' for PyPI's default)")
+    return lambda a: importlib.import_module("grader.bundle").main(
+        a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url)
+
+
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle]
 
 
 def build_parser() -> argparse.ArgumentParser:

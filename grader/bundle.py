@@ -1,0 +1,110 @@
+"""``grader gradescope-bundle``: a Gradescope autograder zip that grades through the same judge.
+
+Gradescope unpacks the zip into /autograder/source, runs ``setup.sh`` once when it builds the
+image, and ``run_autograder`` for every submission. The zip holds, at its root:
+
+- ``setup.sh`` (from ``grader/gradescope/``): a virtual environment, torch, then the kit from
+  the bundled source; the kit's files are then readable by root (the judge) only;
+- ``run_autograder``: ``python -m grader grade /autograder/submission --out
+  /autograder/results/results.json``; student code runs in the judge's sandboxed worker, which
+  drops root to a dedicated uid. A results.json exists even when the grader cannot start;
+- ``config.sh``: this bundle's settings; the environment overrides each one (and the paths), which
+  is how the kit's tests run ``run_autograder`` in a fake layout;
+- ``kit/``: pyproject.toml, README.md and the grader with its hidden suites; no reference
+  solutions, stubs, public tests, mutant catalogs or the kit's own tests.
+
+The zip is reproducible: fixed order, fixed timestamps, the same bytes for the same kit.
+"""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+from .grade import KIT_ROOT
+
+SCRIPTS = Path(__file__).resolve().parent / "gradescope"
+LEFT_OUT = ("tests", "bench", "cluster", "release", "__pycache__")  # folders of grader/ grading doesn't need
+
+
+def _left_out(parts: tuple[str, ...], path: Path) -> bool:
+    """Not bundled: the folders above, caches, and the mutant catalogs (they quote the reference)."""
+    return (parts[0] in LEFT_OUT or "__pycache__" in parts or path.suffix == ".pyc"
+            or (parts[0] == "mutants" and path.suffix == ".toml"))
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+STAMP = (2020, 1, 1, 0, 0, 0)
+
+
+class BundleError(ValueError):
+    """The bundle cannot be written (bad target, kit files missing)."""
+
+
+def _config(gpu: str, profile: str, torch: str, torch_index_url: str) -> str:
+    values = {"KIT_GPU": gpu, "KIT_PROFILE": profile, "KIT_TORCH": torch, "KIT_TORCH_INDEX": torch_index_url}
+    lines = ["# Written by `grader gradescope-bundle`; each value can be overridden by the environment."]
+    lines += [f': "${{{key}={_quote(value)}}}"' for key, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _quote(value: str) -> str:
+    if any(c in value for c in "\"'$`\\\n}"):
+        raise BundleError(f"unsupported character in setting {value!r}")
+    return value
+
+
+def kit_files(kit: Path = KIT_ROOT) -> list[tuple[Path, str]]:
+    """(file, name in the zip) for the kit's part of the bundle, sorted."""
+    files = [(kit / name, f"kit/{name}") for name in ("pyproject.toml", "README.md")]
+    for path in sorted((kit / "grader").rglob("*")):
+        parts = path.relative_to(kit / "grader").parts
+        if path.is_file() and not path.is_symlink() and not _left_out(parts, path):
+            files.append((path, f"kit/{path.relative_to(kit).as_posix()}"))
+    missing = [str(p) for p, _ in files if not p.is_file()]
+    if missing:
+        raise BundleError(f"kit files missing: {', '.join(missing)}")
+    return files
+
+
+def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=STAMP)
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    bundle.writestr(info, data)
+
+
+def build(out: Path, *, gpu: str = "auto", profile: str = "grading", torch: str = "torch",
+          torch_index_url: str = CPU_TORCH_INDEX, kit: Path = KIT_ROOT) -> Path:
+    """Write the autograder zip to ``out``; returns it."""
+    if out.suffix != ".zip":
+        raise BundleError(f"{out}: the bundle is a .zip file")
+    config = _config(gpu, profile, torch, torch_index_url)
+    files = kit_files(kit)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = out.with_name(f".{out.name}.tmp")
+    try:
+        with zipfile.ZipFile(temp, "w") as bundle:
+            _add(bundle, "setup.sh", (SCRIPTS / "setup.sh").read_bytes(), executable=True)
+            _add(bundle, "run_autograder", (SCRIPTS / "run_autograder.sh").read_bytes(), executable=True)
+            _add(bundle, "config.sh", config.encode())
+            for path, name in files:
+                _add(bundle, name, path.read_bytes(), executable=path.suffix == ".sh")
+        temp.replace(out)
+    finally:
+        temp.unlink(missing_ok=True)
+    return out
+
+
+def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = "torch",
+         torch_index_url: str = CPU_TORCH_INDEX) -> int:
+    """Write the bundle; 0 when written, 2 when it could not be."""
+    try:
+        path = build(Path(out), gpu=gpu, profile=profile, torch=torch, torch_index_url=torch_index_url)
+    except (BundleError, OSError) as exc:
+        print(f"grader gradescope-bundle: {exc}", file=sys.stderr)
+        return 2
+    with zipfile.ZipFile(path) as bundle:
+        count = len(bundle.namelist())
+    print(f"wrote {path} ({count} files, {path.stat().st_size >> 10} KiB): upload it as the Gradescope "
+          f"autograder (Ubuntu base image); GPU mode {gpu}, hypothesis profile {profile}")
+    return 0

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image (from the unpacked
+# bundle in /autograder/source): a virtual environment, torch, then the kit from the bundled
+# source. Every setting comes from config.sh and can be overridden by the environment.
+set -euo pipefail
+
+SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=/dev/null
+. "$SOURCE/config.sh"
+VENV="${KIT_VENV:-${AUTOGRADER_ROOT:-/autograder}/venv}"
+
+if ! command -v python3 >/dev/null || ! python3 -c "import ensurepip, venv" 2>/dev/null; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv python3-pip
+fi
+python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+if [ -n "$KIT_TORCH_INDEX" ]; then
+    "$VENV/bin/python" -m pip install --quiet "$KIT_TORCH" --index-url "$KIT_TORCH_INDEX"
+else
+    "$VENV/bin/python" -m pip install --quiet "$KIT_TORCH"
+fi
+# Editable, so that the judge runs the bundled source itself (hidden suites and all).
+"$VENV/bin/python" -m pip install --quiet -e "$SOURCE/kit[grader]"
+"$VENV/bin/python" -c "import torch, grader; print('kit', grader.__version__, 'torch', torch.__version__)"
+
+# Only root (the judge) may read the hidden suites; student code runs as a dropped uid.
+chmod -R go-rwx "$SOURCE/kit"

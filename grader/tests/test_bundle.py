@@ -1,0 +1,119 @@
+"""grader gradescope-bundle: the zip's run_autograder grades a submission in a fake /autograder
+layout (under a temporary root) through the real judge and always leaves a valid results.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import bundle
+from grader.cli import build_parser
+
+KIT = Path(__file__).resolve().parents[2]
+GRADESCOPE_KEYS = {"score", "execution_time", "output", "tests"}
+
+
+@pytest.fixture(scope="module")
+def autograder_zip(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "autograder.zip"
+    assert bundle.main(str(out)) == 0
+    return out
+
+
+def layout(root: Path, archive: Path, submission: Path | None) -> Path:
+    """Gradescope's layout: the zip unpacked in source/, run_autograder copied beside it, the submission."""
+    autograder = root / "autograder"
+    with zipfile.ZipFile(archive) as bundled:
+        bundled.extractall(autograder / "source")
+    for name in ("run_autograder", "setup.sh"):
+        (autograder / "source" / name).chmod(0o755)
+    shutil.copyfile(autograder / "source" / "run_autograder", autograder / "run_autograder")
+    (autograder / "run_autograder").chmod(0o755)
+    (autograder / "submission").mkdir()
+    if submission is not None:
+        for path in submission.glob("*.py"):
+            shutil.copyfile(path, autograder / "submission" / path.name)
+    return autograder
+
+
+def run_autograder(autograder: Path, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+    environment = {**os.environ, "AUTOGRADER_ROOT": str(autograder), "KIT_PYTHON": sys.executable,
+                   "KIT_PROFILE": "ci", "KIT_GRADER_ARGS": "--problems P1", **env}
+    run = subprocess.run([str(autograder / "run_autograder")], env=environment, cwd="/", capture_output=True,
+                         text=True, timeout=600)
+    return run, json.loads((autograder / "results" / "results.json").read_text())
+
+
+def test_bundle_holds_the_scripts_and_the_grader_but_no_reference(autograder_zip, tmp_path):
+    with zipfile.ZipFile(autograder_zip) as bundled:
+        infos = {info.filename: info for info in bundled.infolist()}
+    assert {"setup.sh", "run_autograder", "config.sh", "kit/pyproject.toml", "kit/README.md",
+            "kit/grader/grade.py", "kit/grader/hidden/pytest.ini"} <= set(infos)
+    assert any(name.startswith("kit/grader/hidden/test_p") for name in infos)
+    for name in ("setup.sh", "run_autograder"):
+        assert stat.S_IMODE(infos[name].external_attr >> 16) == 0o755
+    private = ("kit/solutions", "kit/assignment", "kit/tests", "kit/grader/tests")
+    leaked = [name for name in infos if name.startswith(private) or "__pycache__" in name
+              or (name.startswith("kit/grader/mutants/") and name.endswith(".toml"))]
+    assert not leaked
+    again = tmp_path / "again.zip"
+    assert bundle.main(str(again)) == 0 and again.read_bytes() == autograder_zip.read_bytes()  # reproducible
+
+
+def test_run_autograder_grades_the_submission_through_the_judge(autograder_zip, tmp_path):
+    autograder = layout(tmp_path, autograder_zip, KIT / "solutions")
+    run, results = run_autograder(autograder)
+    assert run.returncode == 0, run.stderr
+    assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 12 and not results["grader_error"]
+    assert results["problems"]["P1"] == {"name": "memory", "score": 12, "max_score": 12, "not_run": 0}
+    assert all({"name", "score", "max_score", "status"} <= test.keys() for test in results["tests"])
+    assert results["isolation"], "the judge reports the isolation it obtained"
+    assert results["submission"] == str(autograder / "submission")
+
+
+def test_run_autograder_reports_an_ungradable_submission(autograder_zip, tmp_path):
+    autograder = layout(tmp_path, autograder_zip, None)
+    run, results = run_autograder(autograder)
+    assert run.returncode == 0
+    assert results["score"] == 0 and results["tests"][0]["name"] == "Autograder failed"
+    assert "no assignment package" in results["grader_error"]
+
+
+def test_run_autograder_writes_results_even_when_the_grader_cannot_start(autograder_zip, tmp_path):
+    autograder = layout(tmp_path, autograder_zip, KIT / "solutions")
+    run, results = run_autograder(autograder, KIT_PYTHON=str(tmp_path / "no-python"))
+    assert run.returncode == 0
+    assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 0
+    assert results["tests"][0]["name"] == "Autograder failed" and "status 127" in results["grader_error"]
+
+
+def test_config_records_the_choices_and_the_environment_overrides_them(tmp_path):
+    out = tmp_path / "b.zip"
+    assert bundle.main(str(out), gpu="off", profile="ci", torch="torch==2.13.0", torch_index_url="") == 0
+    config = zipfile.ZipFile(out).read("config.sh").decode()
+    assert ': "${KIT_GPU=off}"' in config and ': "${KIT_TORCH=torch==2.13.0}"' in config
+    shown = subprocess.run(["bash", "-c", f'. /dev/stdin <<"EOF"\n{config}EOF\necho "$KIT_GPU $KIT_PROFILE"'],
+                           env={**os.environ, "KIT_GPU": "require"}, capture_output=True, text=True).stdout
+    assert shown.strip() == "require ci"
+    assert bundle.main(str(tmp_path / "b.txt")) == 2
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_bundle_scripts_pass_shellcheck():
+    scripts = sorted((KIT / "grader" / "gradescope").glob("*.sh"))
+    run = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
+
+
+def test_cli_defaults_are_the_python_defaults():
+    args = build_parser().parse_args(["gradescope-bundle", "x.zip"])
+    for name, default in bundle.main.__kwdefaults__.items():
+        assert getattr(args, name) == default, name
