@@ -29,6 +29,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import sys
 from pathlib import Path
 
@@ -140,13 +141,18 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _give(folder: str, uid: int | None) -> None:
+    """Make ``folder`` (and all it holds) the worker's own, and nobody else's."""
+    if uid is not None:
+        for top, dirs, files in os.walk(folder):
+            for name in [top, *(os.path.join(top, n) for n in dirs + files)]:
+                os.chown(name, uid, uid, follow_symlinks=False)
+    os.chmod(folder, 0o700)
+
+
 def _copy_work(source: str, dest: str, uid: int | None) -> None:
     shutil.copytree(source, dest, symlinks=True)
-    if uid is not None:
-        for folder, dirs, files in os.walk(dest):
-            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
-                os.chown(name, uid, uid, follow_symlinks=False)
-    os.chmod(dest, 0o700)
+    _give(dest, uid)
 
 
 def _build_root(config: dict) -> str:
@@ -163,21 +169,22 @@ def _build_root(config: dict) -> str:
             _bind(host, root + host)
             bound.append(host)
     _bind("/dev", root + "/dev", device=True)
+    scratch = f"size={config['disk_bytes']},nr_inodes=65536,mode=1777"
+    os.makedirs(root + "/tmp")  # before the binds: an interpreter or kit living under /tmp stays visible
+    _mount("worker-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
     for path in sorted(set(config["expose"] + config["readonly"])):
         path = os.path.realpath(path)
         if path != "/" and os.path.exists(path) and not any(_inside(path, b) for b in bound):
             _bind(path, root + path)
             bound.append(path)
-    scratch = f"size={config['disk_bytes']},nr_inodes=65536,mode=1777"
     for path in ("/dev/shm", "/dev/pts", "/dev/mqueue"):
         if os.path.isdir(root + path):
             _mount("worker-tmp", root + path, "tmpfs", MS_NOSUID | MS_NODEV, scratch if path == "/dev/shm" else
                    "size=4k,mode=755")
-    os.makedirs(root + "/tmp")
-    _mount("worker-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
     _copy_work(config["workdir"], root + WORK, uid)
-    os.makedirs(root + "/var")
-    os.symlink("../tmp", root + "/var/tmp")
+    os.makedirs(root + "/var", exist_ok=True)
+    if not os.path.lexists(root + "/var/tmp"):
+        os.symlink("../tmp", root + "/var/tmp")
     for path in config["masks"]:
         if any(_inside(path, b) for b in bound) and os.path.lexists(root + path):
             if os.path.isdir(root + path):
@@ -259,7 +266,19 @@ def _wait_and_mirror(child: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
+def _open_to_others(path: str) -> bool:
+    """Whether a user other than the owner can reach ``path`` and read what is in it."""
+    ancestors = [os.path.join("/", *path.split("/")[1:i]) for i in range(1, path.count("/") + 1)]
+    return (all(os.stat(a).st_mode & stat.S_IXOTH for a in ancestors)
+            and os.stat(path).st_mode & (stat.S_IROTH | stat.S_IXOTH) == stat.S_IROTH | stat.S_IXOTH)
+
+
 def _unconfined(config: dict, why: str) -> dict[str, str]:
+    if config["uid"] is not None and not all(_open_to_others(p) for p in config["expose"]):
+        why += "; the interpreter is not readable by other users, so the uid is not dropped"
+        config = {**config, "uid": None}
+    _give(config["workdir"], config["uid"])  # the dropped uid works in the staging copy itself,
+    os.chmod(os.path.dirname(config["workdir"]), 0o711)  # reached through its (unlistable) parent
     os.chdir(config["workdir"])
     _limits(config)
     if config["uid"] is not None:
@@ -274,7 +293,7 @@ def _unconfined(config: dict, why: str) -> dict[str, str]:
     return {"network": f"host network (no namespaces: {why})", "filesystem": f"host filesystem, not hidden ({why})",
             "processes": "host processes visible", "user": f"uid {os.getuid()}" + (
                 " (dropped from root, dedicated to this worker)" if config["uid"] is not None else
-                " (same user as the judge)")}
+                f" (same user as the judge: {why})")}
 
 
 def confine(config: dict) -> dict[str, str]:
@@ -282,6 +301,8 @@ def confine(config: dict) -> dict[str, str]:
     os.umask(0o022)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
+        if not config["namespaces"]:
+            raise OSError(0, "namespaces turned off")
         how = _enter_namespaces()
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != config["judge_pid"]:  # the judge died before the death signal was armed

@@ -46,6 +46,7 @@ class Limits:
     file_bytes: int = 1 << 30
     disk_bytes: int = 1 << 30  # the worker's private /tmp (and /dev/shm): memory, not disk
     processes: int = 512  # tasks, threads included
+    namespaces: bool = True  # False: what a host that refuses namespaces gives (uid drop and limits only)
 
 
 @dataclass
@@ -195,7 +196,8 @@ class Worker:
                   "readonly": self.readonly, "expose": interpreter_paths(), "uid": self._uid, "gid": self._uid,
                   "judge_pid": os.getpid(), "request_fd": request_r, "response_fd": response_w,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
-                  "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes}
+                  "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
+                  "namespaces": self.limits.namespaces}
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=workdir,

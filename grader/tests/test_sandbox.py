@@ -42,6 +42,10 @@ def spin():
         pass
 
 
+def whoami():
+    return os.getuid()
+
+
 def crash():
     import ctypes
     ctypes.string_at(0)
@@ -209,6 +213,23 @@ def test_isolation_is_reported_and_real(worker):
     if os.geteuid() == 0:
         assert seen["uid"] != 0 and "dropped from root" in worker.isolation["user"]
     assert {"network", "filesystem", "processes", "user", "limits"} <= set(worker.isolation)
+
+
+def test_without_namespaces_the_worker_still_works_and_says_so(package):
+    """A host that refuses namespaces (a container without CAP_SYS_ADMIN) gets the fallback."""
+    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64, namespaces=False))
+    try:
+        assert call(worker, "ok", 7) == 7
+        with pytest.raises(WorkerFailure, match="SIGSEGV"):
+            call(worker, "crash", timeout=3)
+        assert call(worker, "ok", 8) == 8
+        assert "host network" in worker.isolation["network"] and "not hidden" in worker.isolation["filesystem"]
+        if os.geteuid() == 0 and "not dropped" not in worker.isolation["user"]:
+            assert call(worker, "whoami") != 0 and "dropped from root" in worker.isolation["user"]
+        elif os.geteuid() == 0:  # e.g. an interpreter under /root: said, not hidden
+            assert call(worker, "whoami") == 0
+    finally:
+        worker.close()
 
 
 @pytest.mark.parametrize("target, args, why", [
