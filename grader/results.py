@@ -24,6 +24,7 @@ FAILED_ENTRY = "Autograder failed"
 
 @dataclass(frozen=True)
 class TestResult:
+    __test__ = False  # a result, not a pytest test class
     problem: str  # "P1"
     module: str  # "memory"
     name: str  # what students read

@@ -198,6 +198,14 @@ def test_slice_view(sub, layout, cuts):
     sub.raises(IndexError, "strides.slice_view", shape, strides, offset, n, 0, 1)
 
 
+def check_view_strides(sub, shape: tuple, strides: tuple, new_shape: tuple) -> None:
+    want = torch_view_strides(shape, strides, new_shape)
+    got = sub.call("strides.view_strides", shape, strides, new_shape)
+    assert got == want, (
+        f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r}, expected {want} "
+        f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
+
+
 @pytest.mark.points(2)
 @given(layout=strided_layouts(max_dims=4), data=st.data())
 def test_view_strides(sub, layout, data):
@@ -205,22 +213,14 @@ def test_view_strides(sub, layout, data):
     shape, strides, _ = layout
     numel = math.prod(shape)
     for new_shape in data.draw(st.lists(new_shapes(numel), min_size=6, max_size=6)):
-        want = torch_view_strides(shape, strides, new_shape)
-        got = sub.call("strides.view_strides", shape, strides, new_shape)
-        assert got == want, (
-            f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r}, expected {want} "
-            f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
+        check_view_strides(sub, shape, strides, new_shape)
 
 
 @pytest.mark.points(1)
 def test_view_strides_edge_cases(sub):
     """view_strides on size-1 dims with odd strides, expanded dims, no elements and 0-d tensors"""
     for shape, strides, new_shape in EDGE_VIEWS:
-        want = torch_view_strides(shape, strides, new_shape)
-        got = sub.call("strides.view_strides", shape, strides, new_shape)
-        assert got == want, (
-            f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r}, expected {want} "
-            f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
+        check_view_strides(sub, shape, strides, new_shape)
 
 
 @pytest.mark.points(2)

@@ -173,6 +173,15 @@ def worker(package):
     worker.close()
 
 
+def a_package(tmp_path: Path, **modules: str) -> Path:
+    """An ``assignment`` package holding the given modules (name -> source)."""
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    for name, source in {"__init__": "", **modules}.items():
+        (folder / f"{name}.py").write_text(source)
+    return folder
+
+
 def call(worker: Worker, target: str, *args, timeout: float = 10):
     call.id = getattr(call, "id", 0) + 1
     answer = worker.request({"$type": "call", "id": call.id, "target": f"tricks.{target}",
@@ -289,10 +298,7 @@ def test_a_lying_value_crosses_as_opaque(worker):
 
 
 def test_import_errors_never_pass_for_the_function_s_own_exceptions(tmp_path):
-    folder = tmp_path / "assignment"
-    folder.mkdir()
-    (folder / "__init__.py").write_text("")
-    (folder / "tricks.py").write_text("raise ValueError('at import')\n")
+    folder = a_package(tmp_path, tricks="raise ValueError('at import')\n")
     worker = Worker(folder, Limits(call_seconds=5))
     try:
         raised = call(worker, "ok")
@@ -303,10 +309,7 @@ def test_import_errors_never_pass_for_the_function_s_own_exceptions(tmp_path):
 
 
 def test_a_slow_package_import_counts_against_the_call(tmp_path):
-    folder = tmp_path / "assignment"
-    folder.mkdir()
-    (folder / "__init__.py").write_text("import time\ntime.sleep(60)\n")
-    (folder / "tricks.py").write_text("def ok():\n    return 1\n")
+    folder = a_package(tmp_path, __init__="import time\ntime.sleep(60)\n", tricks="def ok():\n    return 1\n")
     worker = Worker(folder, Limits(call_seconds=3))
     started = time.monotonic()
     try:
@@ -318,11 +321,7 @@ def test_a_slow_package_import_counts_against_the_call(tmp_path):
 
 
 def test_a_module_that_ends_the_worker_at_import_is_not_imported_again(tmp_path):
-    folder = tmp_path / "assignment"
-    folder.mkdir()
-    (folder / "__init__.py").write_text("")
-    (folder / "tricks.py").write_text("import os\nos._exit(0)\n")
-    (folder / "other.py").write_text("def ok():\n    return 1\n")
+    folder = a_package(tmp_path, tricks="import os\nos._exit(0)\n", other="def ok():\n    return 1\n")
     worker = Worker(folder, Limits(call_seconds=5))
     try:
         with pytest.raises(WorkerFailure, match="importing tricks.py"):
