@@ -226,6 +226,11 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
         f"after {call} the scale is {got['scales'][0]!r}, expected {2.0 ** (k - 1)!r}: scaler.update() halves it")
     assert all(got["grads_none"]), f"after {call} some .grad are not None, expected all None"
 
+    # The follow-up step must not overflow for real: an fp16 backward at scale 2**(k-1) overflows
+    # once a gradient exceeds 65504 / 2**(k-1) (and then skipping is right), so it starts at 2**9 at most.
+    k = min(k, 9)
+    scaler = {"init_scale": 2.0**k}
+    call = describe(precision, scaler, max_grad_norm, f" with an {poison} gradient")
     got = sub.probe("amp.train_steps", state=state, x=x, y=y, precision=precision, scaler=scaler,
                     max_grad_norm=max_grad_norm, inject=[poison, None])
     result = check_result(got["results"][1], f"{call}, then a normal step")
