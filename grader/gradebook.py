@@ -23,17 +23,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .problems import PROBLEMS
-from .results import GradingResult, TestResult
+from .results import GradingResult, TestResult, write_atomic
 
 COLUMNS = ("student", "total", *PROBLEMS, "provisional", "status", "graded_at")
 MOST_FAILED = 10
@@ -148,18 +146,6 @@ def missing(folders: list[Path], present: set[str]) -> tuple[list[str], list[str
 
 # -- writing -----------------------------------------------------------------------------------------
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 def csv_text(records: list[Record]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -244,7 +230,7 @@ def histogram_png(records: list[Record], path: Path) -> None:
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
-    _write_atomic(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
 
 
 def build(folders: list[Path], out_csv: Path) -> tuple[list[Record], list[str]]:
@@ -260,8 +246,8 @@ def build(folders: list[Path], out_csv: Path) -> tuple[list[Record], list[str]]:
     records = sorted(records + [Record(student=s, status="missing", total=None, max_score=0.0,
                                        problems=(None,) * len(PROBLEMS), provisional=False, graded_at="")
                                 for s in absent], key=lambda r: r.student)
-    _write_atomic(out_csv, csv_text(records).encode())
-    _write_atomic(out_csv.with_suffix(".md"), summary_text(records, gaps).encode())
+    write_atomic(out_csv, csv_text(records).encode())
+    write_atomic(out_csv.with_suffix(".md"), summary_text(records, gaps).encode())
     histogram_png(records, out_csv.with_suffix(".png"))
     return records, gaps
 

@@ -134,16 +134,20 @@ def _gradescope_test(test: TestResult) -> dict[str, Any]:
             "visibility": "visible", "tags": [test.problem] + (["gpu"] if test.gpu else [])}
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON so that ``path`` holds either the old file or the whole new one, never a part."""
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` so that it holds either the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(data, stream, indent=1)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(data, indent=1).encode())

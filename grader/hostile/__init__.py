@@ -23,12 +23,12 @@ filled in when a submission is written.
 from __future__ import annotations
 
 import ast
-import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..problems import PROBLEMS
+from ..submission import stage
 
 CATALOG = Path(__file__).parent / "attacks.toml"
 FILES = Path(__file__).parent / "files"
@@ -146,15 +146,9 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def _copy_reference(dest: Path, solutions: Path) -> Path:
-    package = dest / "assignment"
-    shutil.copytree(solutions, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return package
-
-
 def materialize(attack: Attack, dest: Path, values: dict[str, str], solutions: Path = SOLUTIONS) -> Path:
     """Write ``dest/assignment/`` (the reference with the attack) and its extra files; returns ``dest``."""
-    package = _copy_reference(dest, solutions)
+    package = stage(solutions, dest)
     target = package / f"{attack.module}.py"
     target.write_text(edit(target.read_text(), attack.module, prepend=_fill(attack.prepend, values),
                            append=_fill(attack.append, values), function=attack.function,
@@ -170,7 +164,7 @@ def materialize(attack: Attack, dest: Path, values: dict[str, str], solutions: P
 
 def materialize_control(kind: str, module: str, function: str, dest: Path, solutions: Path = SOLUTIONS) -> Path:
     """Write the control submission an attack is compared with; returns ``dest``."""
-    package = _copy_reference(dest, solutions)
+    package = stage(solutions, dest)
     target = package / f"{module}.py"
     if kind == "wrong":
         body = f"def {function}(*args, **kwargs):\n    return None\n"

@@ -8,10 +8,11 @@ One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables w
 from __future__ import annotations
 
 import re
-import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..submission import stage
 
 CATALOG = Path(__file__).parent
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
@@ -55,8 +56,7 @@ def load(catalog: Path = CATALOG) -> list[Mutant]:
 
 def materialize(mutant: Mutant, dest: Path, solutions: Path = SOLUTIONS) -> Path:
     """Write ``dest/assignment/``: the reference with the mutant's edit; returns the package folder."""
-    package = dest / "assignment"
-    shutil.copytree(solutions, package, ignore=shutil.ignore_patterns("__pycache__"))
+    package = stage(solutions, dest)
     target = package / f"{mutant.module}.py"
     target.write_text(mutant.apply(target.read_text()))
     return package
