@@ -30,6 +30,7 @@ from . import wire
 from .session import WorkerFailure
 
 KIT = Path(__file__).resolve().parent
+CONFINED = KIT / "confined"
 PR_SET_CHILD_SUBREAPER = 36
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -169,8 +170,9 @@ class Worker:
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         kit = workdir / "_kit"
         kit.mkdir()
-        for name in ("confine.py", "worker.py", "wire.py"):
-            shutil.copy2(KIT / name, kit / name)
+        for source in [KIT / "wire.py", *CONFINED.glob("*.py")]:
+            if source.name != "__init__.py":
+                shutil.copy2(source, kit / source.name)
         shutil.copytree(KIT / "probes", kit / "kit_probes", ignore=shutil.ignore_patterns("__pycache__"))
         (base / "root").mkdir()
         if self._uid is not None:  # used as is only where no namespace can be made

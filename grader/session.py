@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import wire, worker
+from . import wire
+from .confined import worker  # the --in-process debugging backend only
 
 DEFAULT_CALL_SECONDS = 30.0
 

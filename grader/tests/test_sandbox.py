@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader import wire
-from grader.confine import SYSTEM
+from grader.confined.confine import SYSTEM
 from grader.sandbox import KIT, Limits, Worker, interpreter_paths
 from grader.session import WorkerFailure
 

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 if __package__:
-    from . import wire
+    from .. import wire
 else:  # inside the sandbox, where wire.py is copied beside this file
     import wire
 
