@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from .plugin import NOT_JUDGED, SUITE_FILE
 from .problems import PROBLEMS
 from .results import GradingResult, TestResult, write_json_atomic
 from .submission import SubmissionError, stage
@@ -48,7 +50,8 @@ def _judge_command(files: list[Path], package: Path, outcomes: Path, options: di
 
 
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options: dict) -> list[dict]:
-    """Run one judge session per group, all at once; returns their outcome files' contents."""
+    """Run one judge session per group, all at once; returns each session's report (fail closed:
+    see ``_session_report``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))}
     sessions = []
     for index, files in enumerate(groups):
@@ -56,22 +59,42 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options:
         with open(log, "wb") as stream:
             process = subprocess.Popen(_judge_command(files, package, outcomes, options), stdout=stream,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
-        sessions.append((process, outcomes, log))
+        sessions.append((process, files, outcomes, log))
     try:
-        for process, _, _ in sessions:
+        for process, *_ in sessions:
             process.wait()
     finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call
-        for process, _, _ in sessions:
+        for process, *_ in sessions:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    reports = []
-    for process, outcomes, log in sessions:
-        if not outcomes.exists():
-            tail = log.read_text(errors="replace")[-1500:]
-            raise GradingError(f"a judge session ended without results (exit {process.returncode}): {tail}")
-        reports.append(json.loads(outcomes.read_text()))
-    return reports
+    return [_session_report(process.returncode, files, outcomes, log) for process, files, outcomes, log in sessions]
+
+
+def _session_report(exit_code: int, files: list[Path], outcomes: Path, log: Path) -> dict:
+    """A judge session's outcomes, taken only when it ended normally (exit 0 or 1 and a complete
+    outcomes file in which every test was judged). Otherwise every problem of the session is an
+    error: nothing it recorded earns points, whatever stopped it (a signal, a crash, a kill)."""
+    try:
+        data = json.loads(outcomes.read_text())
+        complete = (exit_code in (0, 1) and isinstance(data, dict) and data.get("complete") is True
+                    and all(o["status"] in ("passed", "failed", "not_run") for o in data["outcomes"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        data, complete = {}, False
+    if complete:
+        return data
+    how = f"killed by signal {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exit status {exit_code}"
+    tail = " | ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:] if line.strip())
+    reason = f"a judge session ended abnormally ({how}){': ' + tail[-300:] if tail else ''}"
+    problems = sorted({f"P{SUITE_FILE.search(f.name).group(1)}" for f in files}, key=lambda key: int(key[1:]))
+    tests = [{**o, "status": "error", "message": NOT_JUDGED} for o in (data.get("outcomes") or [])
+             if isinstance(o, dict)] if isinstance(data, dict) else []
+    judged = {t["problem"] for t in tests}
+    tests += [{"problem": key, "module": PROBLEMS[key].module, "name": f"{PROBLEMS[key].title} (not graded)",
+               "points": float(PROBLEMS[key].points), "status": "error", "message": NOT_JUDGED}
+              for key in problems if key not in judged]
+    return {"outcomes": tests, "isolation": data.get("isolation", {}) if isinstance(data, dict) else {},
+            "import_error": "", "failed": f"grading of {', '.join(problems)} failed, regrade: {reason}"}
 
 
 def _split(files: list[Path], jobs: int) -> list[list[Path]]:
@@ -114,8 +137,9 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
         shutil.rmtree(workdir, ignore_errors=True)
     tests = [TestResult(**outcome) for report in reports for outcome in report["outcomes"]]
     isolation = next((r["isolation"] for r in reports if r.get("isolation")), {})
+    failures = "; ".join(r["failed"] for r in reports if r.get("failed"))
     return GradingResult(tests=tuple(tests), submission=str(submission), isolation=isolation,
-                         execution_time=time.monotonic() - started, notes=_notes(reports, tests))
+                         execution_time=time.monotonic() - started, notes=_notes(reports, tests), error=failures)
 
 
 def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: int = 1, seed: int = 0,
@@ -142,5 +166,8 @@ def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: i
     if out:
         write_json_atomic(out, result.to_gradescope_dict())
     print_result(result)
+    if result.error:
+        print(f"grader grade: {result.error}", file=sys.stderr)
+        return 2
     return 0
 

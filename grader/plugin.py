@@ -4,6 +4,10 @@ It provides the ``sub`` fixture (a ``session.Submission``), reads each test's
 ``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
 marks GPU tests "not run" where no GPU is used, and records one plain outcome per test.
 Messages keep only the assertion text (never hidden-suite source or tracebacks).
+
+It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
+only when the judge saw its call pass; the outcomes file says whether the session ended
+normally (``complete``), and ``grade`` awards nothing from a session that did not.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import pytest
 from . import session
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
-_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
+NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"
+SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
 
 
@@ -32,7 +37,7 @@ class Outcome:
     module: str
     name: str
     points: float
-    status: str  # "passed" | "failed" | "not_run"
+    status: str  # "passed" | "failed" | "not_run" | "error" (not judged)
     message: str
     duration: float
     gpu: bool
@@ -70,7 +75,7 @@ def gpu_in_use(config: pytest.Config) -> bool:
 
 
 def problem_of(item: pytest.Item) -> tuple[str, str]:
-    match = _FILE.search(item.path.name)
+    match = SUITE_FILE.search(item.path.name)
     if not match:
         raise pytest.UsageError(f"hidden test file {item.path.name} is not named test_p<N>_<module>.py")
     return f"P{match.group(1)}", match.group(2)
@@ -126,7 +131,7 @@ class Recorder:
             doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
             self.outcomes[item.nodeid] = Outcome(
                 nodeid=item.nodeid, problem=problem, module=module, name=doc[0] if doc else item.name,
-                points=points_of(item), status="passed", message="", duration=0.0,
+                points=points_of(item), status="error", message=NOT_JUDGED, duration=0.0,
                 gpu=item.get_closest_marker("gpu") is not None)
             if item.get_closest_marker("gpu") and not self.use_gpu:
                 item.add_marker(pytest.mark.skip(reason=NOT_RUN_GPU))
@@ -136,18 +141,22 @@ class Recorder:
         if outcome is None:
             return
         outcome.duration += report.duration
-        if report.skipped and outcome.status == "passed":
-            outcome.status, outcome.message = "not_run", NOT_RUN_GPU if outcome.gpu else "not run"
-        elif report.failed and outcome.status != "failed":
+        if report.failed and outcome.status != "failed":
             outcome.status = "failed"
             outcome.message = clean_message(report.longrepr)
             if report.when != "call":
                 outcome.message = f"(during {report.when}) {outcome.message}"
+        elif report.skipped and outcome.status == "error":
+            outcome.status, outcome.message = "not_run", NOT_RUN_GPU if outcome.gpu else "not run"
+        elif report.passed and report.when == "call" and outcome.status == "error":
+            outcome.status, outcome.message = "passed", ""
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         path = self.config.getoption("--outcomes")
         if path:
-            data = {"outcomes": [asdict(o) for o in self.outcomes.values()],
+            complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            data = {"complete": complete and not session.shouldstop and not session.shouldfail,
+                    "exitstatus": int(exitstatus), "outcomes": [asdict(o) for o in self.outcomes.values()],
                     "isolation": getattr(self, "isolation", {}), "gpu_used": self.use_gpu,
                     "import_error": getattr(self, "import_error", ""),
                     "collection_errors": session.testsfailed if not self.outcomes else 0}

@@ -18,7 +18,7 @@ from typing import Any
 from . import __version__
 from .problems import PROBLEMS
 
-STATUSES = ("passed", "failed", "not_run")
+STATUSES = ("passed", "failed", "not_run", "error")  # error: not judged (grading failed; regrade)
 FAILED_ENTRY = "Autograder failed"
 
 
