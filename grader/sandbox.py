@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
-from .session import WorkerFailure
+from .session import OnCallback, WorkerFailure
 
 KIT = Path(__file__).resolve().parent
 CONFINED = KIT / "confined"
@@ -344,8 +344,12 @@ class Worker:
             except BrokenPipeError:
                 raise self._fail(f"the worker process died while {what}") from None
 
-    def request(self, message: dict, timeout: float) -> dict:
+    def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         """Send one request and return its answer (a frame of type "result" with the request's id).
+
+        While it runs, the submission may call a judge callback: ``on_callback`` answers each
+        ``callback`` frame with a ``return`` frame (it may send nested requests meanwhile), and
+        the request's clock starts again after it.
 
         A module whose import ended or hung the worker once is not imported again: later
         requests into it fail at once with the same reason (importing is deterministic, and a
@@ -380,6 +384,11 @@ class Worker:
             if importing == module:
                 self.fatal_imports[module] = str(exc)
             raise
+        while answer.get("$type") == "callback" and on_callback is not None:
+            reply = on_callback(answer)
+            deadline = time.monotonic() + timeout
+            self._write_frame(reply, deadline, what)
+            answer = self._read_frame(deadline, what)
         if answer.get("$type") != "result" or answer.get("id") != message.get("id"):
             raise self._fail(f"the worker answered out of turn while {what}; it was stopped")
         return answer

@@ -2,8 +2,14 @@
 
 ``sub.call("memory.bytes_per_element", torch.float16)`` sends the call to the worker and
 returns the decoded value; ``sub.raises(ValueError, "memory.as_count", -1)`` expects an
-exception; ``sub.probe("optim.trajectory", ...)`` runs a grader-owned probe next to the
-student code; ``sub.source("einsum")`` is the submitted text, read from the judge's own copy.
+exception; ``sub.source("einsum")`` is the submitted text, read from the judge's own copy.
+
+Stateful code is driven from the judge through objects the worker holds (``Remote``):
+``sub.new("optim.SGD", [p], lr=0.1)`` builds a submission class there, ``sub.lib("torch.nn.
+Parameter", t)`` a library object; ``opt.call("step")``, ``p.get("grad")``, ``p.set("grad", g)``
+and ``p.read()`` drive and read them step by step, and ``sub.callback(fn)`` passes a judge
+function the submission may call (a closure). Every loop, loss, gradient and expected value is
+computed in the judge; the worker only runs the submission's own code.
 """
 
 from __future__ import annotations
@@ -11,10 +17,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
 
 from . import wire
 from .confined import worker  # the --in-process debugging backend only
+from .confined.dispatch import Dispatcher  # the --in-process debugging backend only
 
 DEFAULT_CALL_SECONDS = 30.0
 
@@ -27,11 +35,15 @@ class WorkerFailure(Exception):
     """The worker timed out, crashed, broke the protocol or used too much memory."""
 
 
+OnCallback = Callable[[dict], dict]
+
+
 class Backend(Protocol):
     isolation: dict[str, str]
     import_error: wire.Raised | None
+    restarts: int
 
-    def request(self, message: dict, timeout: float) -> dict: ...
+    def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict: ...
 
     def close(self) -> None: ...
 
@@ -60,42 +72,100 @@ class Submission:
         self.deadline = deadline
         self.call_seconds = call_seconds
         self._next_id = 0
+        self._callbacks: dict[int, Callable[..., Any]] = {}
+        self._rule = ""
 
     def _send(self, message: dict, what: str, timeout: float | None) -> Any:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise StudentError(f"{what} was not run: this submission used up its time budget")
         self._next_id += 1
-        message["id"] = self._next_id
+        message["id"] = number = self._next_id
         timeout = timeout or self.call_seconds
         if self.deadline is not None:  # no call runs past the submission's time budget
             timeout = max(0.5, min(timeout, self.deadline - time.monotonic()))
+        failures: list[BaseException] = []
         try:
-            answer = self.backend.request(message, timeout)
+            answer = self.backend.request(message, timeout, lambda frame: self._run_callback(frame, failures))
         except WorkerFailure as exc:
             raise StudentError(f"{what}: {exc}") from None
-        if answer.get("id") != self._next_id:
+        if failures:  # a judge callback failed (a nested call, an assertion): that is the test's failure
+            raise failures[0]
+        if answer.get("id") != number:
             raise StudentError(f"{what}: the worker answered out of turn")
+        if answer.get("violations"):
+            raise StudentError(f"{what}: {self._rule} Called: {', '.join(map(str, answer['violations']))[:300]}")
         try:
             if "raised" in answer:
                 raised = wire.decode(answer["raised"])
                 if not isinstance(raised, wire.Raised):
                     raise wire.WireError("raised is not an exception")
                 return raised
-            return wire.decode(answer.get("value"))
+            value = wire.decode(answer.get("value"))
         except wire.WireError as exc:
             raise StudentError(f"{what}: the worker sent a malformed answer ({exc})") from None
+        if isinstance(value, wire.Ref):
+            return Remote(self, value, str(answer.get("kept", "?")), self.backend.restarts)
+        return value
+
+    def _run_callback(self, frame: dict, failures: list[BaseException]) -> dict:
+        """Run the judge function a ``callback`` frame names; its value (or failure) is the return frame."""
+        try:
+            function = self._callbacks[frame.get("callback")]
+            args, kwargs = wire.decode(frame.get("args", [])), wire.decode(frame.get("kwargs", {"$t": "dict", "items": []}))
+            if type(args) is not list or type(kwargs) is not dict:
+                raise wire.WireError("bad callback arguments")
+            return {"$type": "return", "value": wire.encode(_refs(function(*args, **kwargs)))}
+        except BaseException as exc:  # noqa: BLE001 - reported to the worker, re-raised in the judge
+            failures.append(exc if not isinstance(exc, (KeyError, wire.WireError)) else
+                            StudentError(f"the worker called back with a malformed request ({exc})"))
+            return {"$type": "return", "raised": wire.encode_exception(exc)}
 
     def outcome(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """The value returned, or a ``wire.Raised`` if the student code raised."""
-        message = {"$type": "call", "target": target, "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)}
-        return self._send(message, describe(target, args, kwargs), timeout)
+        return self._request("call", describe(target, args, kwargs), timeout, target=target, args=args, kwargs=kwargs)
+
+    def _request(self, kind: str, what: str, timeout: float | None, args: tuple = (), kwargs: dict | None = None,
+                 **fields: Any) -> Any:
+        message = {"$type": kind, **fields, "args": wire.encode(_refs(list(args))),
+                   "kwargs": wire.encode(_refs(kwargs or {}))}
+        return self._send(message, what, timeout)
+
+    def _value(self, result: Any, what: str) -> Any:
+        if isinstance(result, wire.Raised):
+            raise StudentError(f"{what} raised {result}{self._import_hint()}")
+        return result
+
+    def new(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Remote:
+        """Build the submission's ``module.Class(*args, **kwargs)`` in the worker; its handle."""
+        what = describe(target, args, kwargs)
+        return self._value(self._request("construct", what, timeout, args, kwargs, target=target, keep=True), what)
+
+    def lib(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Remote:
+        """Build a library object (``torch.nn.Parameter``, ``builtins.dict``...) in the worker; its handle."""
+        what = describe(target, args, kwargs)
+        return self._value(self._request("construct", what, timeout, args, kwargs, target=target, library=True,
+                                         keep=True), what)
+
+    def callback(self, function: Callable[..., Any]) -> wire.Callback:
+        """A judge function the submission may call (e.g. an optimizer's closure); pass it as an argument."""
+        number = len(self._callbacks) + 1
+        self._callbacks[number] = function
+        return wire.Callback(number)
+
+    @contextmanager
+    def forbidding(self, names: list[str], rule: str) -> Iterator[None]:
+        """While the block runs, the submission calling any of ``names`` fails the request with ``rule``."""
+        self._send({"$type": "forbid", "names": names, "rule": rule}, "arming the delegation check", None)
+        self._rule = rule
+        try:
+            yield
+        finally:
+            self._rule = ""
+            self._send({"$type": "allow"}, "disarming the delegation check", None)
 
     def call(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """The value returned; a student exception fails the test with its message."""
-        result = self.outcome(target, *args, timeout=timeout, **kwargs)
-        if isinstance(result, wire.Raised):
-            raise StudentError(f"{describe(target, args, kwargs)} raised {result}{self._import_hint()}")
-        return result
+        return self._value(self.outcome(target, *args, timeout=timeout, **kwargs), describe(target, args, kwargs))
 
     def raises(self, exc: type[BaseException], target: str, *args: Any, timeout: float | None = None,
                **kwargs: Any) -> wire.Raised:
@@ -108,7 +178,7 @@ class Submission:
             raise StudentError(f"{what} raised {result}, expected {exc.__name__}{self._import_hint()}")
         return result
 
-    def probe(self, name: str, *, timeout: float | None = None, **kwargs: Any) -> Any:
+    def probe(self, name: str, *, timeout: float | None = None, **kwargs: Any) -> Any:  # transitional
         """Run the grader-owned probe ``probes/<module>.py:<name>`` on the student module."""
         message = {"$type": "probe", "probe": name, "kwargs": wire.encode(kwargs)}
         result = self._send(message, f"probe {name}", timeout)
@@ -126,10 +196,83 @@ class Submission:
         return f" (note: importing your package failed: {error})" if error else ""
 
 
+class Remote:
+    """An object held by the worker, driven from the judge. Only what ``read``/``call``/``get``
+    return crosses back, as data; a Remote passed as an argument names the object again."""
+
+    def __init__(self, owner: Submission, ref: wire.Ref, type_name: str, generation: int) -> None:
+        self.owner, self.ref, self.type_name, self.generation = owner, ref, type_name, generation
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name.rsplit('.', 1)[-1]} in the worker>"
+
+    def _request(self, kind: str, what: str, *args: Any, timeout: float | None = None, keep: bool = False,
+                 **fields: Any) -> Any:
+        if self.owner.backend.restarts != self.generation:
+            raise StudentError(f"{what}: the worker was restarted after an earlier failure, and this object was lost")
+        kwargs = fields.pop("kwargs", {})
+        result = self.owner._request(kind, what, timeout, args, kwargs, handle=self.ref.id, keep=keep, **fields)
+        return self.owner._value(result, what)
+
+    def call(self, method: str, *args: Any, timeout: float | None = None, keep: bool = False, **kwargs: Any) -> Any:
+        """``obj.method(*args, **kwargs)``; a Remote of the result with ``keep=True``."""
+        what = describe(f"{self}.{method}", args, kwargs)
+        return self._request("call_method", what, *args, timeout=timeout, keep=keep, method=method, kwargs=kwargs)
+
+    def outcome(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        """``obj.method(...)``'s value, or a ``wire.Raised``."""
+        return self.owner._request("call_method", describe(f"{self}.{method}", args, kwargs), timeout, args,
+                                   kwargs, handle=self.ref.id, method=method)
+
+    def get(self, name: str, keep: bool = False) -> Any:
+        return self._request("get_attr", f"{self}.{name}", keep=keep, name=name)
+
+    def set(self, name: str, value: Any) -> None:
+        self._request("set_attr", f"setting {self}.{name}", name=name, value=wire.encode(_refs(value)))
+
+    def read(self) -> Any:
+        return self._request("read", f"reading {self}")
+
+    def release(self) -> None:
+        self.owner._send({"$type": "release", "handles": [self.ref.id]}, f"releasing {self}", None)
+
+
+def _refs(value: Any) -> Any:
+    """Remotes inside a value become the handles they hold."""
+    if isinstance(value, Remote):
+        return value.ref
+    if type(value) is list:
+        return [_refs(item) for item in value]
+    if type(value) is tuple:
+        return tuple(_refs(item) for item in value)
+    if type(value) is dict:
+        return {key: _refs(item) for key, item in value.items()}
+    return value
+
+
+class _DirectChannel:
+    """In-process stand-in for the worker's pipe channel: callbacks go straight to the judge."""
+
+    def __init__(self) -> None:
+        self.on_callback: OnCallback | None = None
+
+    def announce(self, module: str, starting: bool) -> None:
+        pass
+
+    def callback(self, number: int, args: tuple, kwargs: dict) -> Any:
+        frame = json.loads(json.dumps({"$type": "callback", "callback": number, "args": wire.encode(list(args)),
+                                       "kwargs": wire.encode(kwargs)}))
+        answer = json.loads(json.dumps(self.on_callback(frame)))
+        if "raised" in answer:
+            raise worker.CallbackFailed(str(wire.decode(answer["raised"])))
+        return wire.decode(answer.get("value"))
+
+
 class InProcess:
     """Runs the submission inside the judge. For debugging the kit only: never grade with it."""
 
     isolation = {"mode": "in-process (UNSAFE: no isolation; for debugging the kit only)"}
+    restarts = 0
 
     def __init__(self, folder: Path) -> None:
         self.import_error: wire.Raised | None = None
@@ -137,11 +280,13 @@ class InProcess:
             worker.load_package(folder)
         except BaseException as exc:  # noqa: BLE001
             self.import_error = wire.decode(wire.encode_exception(exc))
+        self.channel = _DirectChannel()
+        self.dispatcher = Dispatcher(self.channel, str(folder))
 
-    def request(self, message: dict, timeout: float) -> dict:
+    def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         # A JSON round trip both ways, so values cross exactly as they would from a worker.
-        message = json.loads(json.dumps(message))
-        answer = worker.handle(message, package=worker.PACKAGE, probes=f"{__package__}.probes")
+        self.channel.on_callback = on_callback
+        answer = self.dispatcher.handle(json.loads(json.dumps(message)))
         return json.loads(json.dumps(answer))
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 Values cross as plain data: JSON scalars, tagged floats (exact IEEE bits, so -0.0 and NaN
 survive), tuples, dicts, dtypes, tensors and arrays as dtype/shape/bytes, exceptions as the
-qualified names of their classes plus the message. Anything else crosses as an ``Opaque``
+qualified names of their classes plus the message, handles to objects the worker holds
+(``Ref``) and judge functions the worker may call back (``Callback``). Anything else crosses as an ``Opaque``
 (its type name and a short repr) that equals nothing. An ``int`` subclass is not an int.
 
 Both sides import this module; it imports neither side. ``decode`` is strict: it is what the
@@ -37,6 +38,20 @@ class Opaque:
 
     type: str
     repr: str
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A handle: an object the worker holds in its table (the judge only ever sees the number)."""
+
+    id: int
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A judge function passed to the worker by number: calling it there asks the judge."""
+
+    id: int
 
 
 @dataclass(frozen=True)
@@ -131,6 +146,8 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"$t": "npdtype", "name": value.str}
     if isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy":
         return {"$t": "npdtype", "name": np.dtype(value).str}
+    if kind is Ref or kind is Callback:
+        return {"$t": "ref" if kind is Ref else "callback", "id": value.id}
     if isinstance(value, BaseException):
         return encode_exception(value)
     return _opaque(value)
@@ -222,6 +239,9 @@ def decode(data: Any, depth: int = 0) -> Any:
         _expect(type(types) is list and all(isinstance(t, str) for t in types), "bad exception types")
         _expect(isinstance(data.get("message"), str), "bad exception message")
         return Raised(tuple(types), _short(data["message"]))
+    if tag in ("ref", "callback"):
+        _expect(type(data.get("id")) is int and data["id"] >= 0, f"bad {tag} id")
+        return (Ref if tag == "ref" else Callback)(data["id"])
     if tag == "opaque":
         _expect(isinstance(data.get("type"), str) and isinstance(data.get("repr"), str), "bad opaque value")
         return Opaque(data["type"], _short(data["repr"]))
