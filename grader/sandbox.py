@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from . import wire
 from .session import OnCallback, WorkerFailure
 
@@ -343,6 +345,25 @@ class Worker:
                 continue
             except BrokenPipeError:
                 raise self._fail(f"the worker process died while {what}") from None
+
+    def worker_pid(self) -> int | None:
+        """The worker process as the judge sees it (for measuring it from outside through /proc):
+        the oldest process of the worker's tree that holds the request pipe; None when not running."""
+        if self._proc is None or self._proc.poll() is not None:
+            return None
+        pipe = f"pipe:[{os.fstat(self._request_w).st_ino}]"
+        try:
+            root = psutil.Process(self._proc.pid)
+            tree = sorted([root, *root.children(recursive=True)], key=lambda process: process.create_time())
+        except psutil.Error:
+            return None
+        for process in tree:
+            try:
+                if any(os.readlink(f"/proc/{process.pid}/fd/{fd}") == pipe for fd in os.listdir(f"/proc/{process.pid}/fd")):
+                    return process.pid
+            except OSError:
+                continue
+        return None
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         """Send one request and return its answer (a frame of type "result" with the request's id).

@@ -15,6 +15,7 @@ computed in the judge; the worker only runs the submission's own code.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from contextlib import contextmanager
@@ -44,6 +45,8 @@ class Backend(Protocol):
     restarts: int
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict: ...
+
+    def worker_pid(self) -> int | None: ...
 
     def close(self) -> None: ...
 
@@ -186,6 +189,17 @@ class Submission:
             raise StudentError(f"while driving your code ({name.replace('.', ': ', 1)}): {result}{self._import_hint()}")
         return result
 
+    def worker_pid(self) -> int:
+        """The pid of the process running the submission, for measurements taken from outside it
+        (``/proc/<pid>/status``, ``smaps_rollup``, ``io``). Starts the worker if it is not running."""
+        pid = self.backend.worker_pid()
+        if pid is None:
+            self._send({"$type": "release", "handles": []}, "starting the worker", None)
+            pid = self.backend.worker_pid()
+        if pid is None:
+            raise StudentError("the worker process could not be found to measure it")
+        return pid
+
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""
         path = self.source_dir / f"{module}.py"
@@ -282,6 +296,9 @@ class InProcess:
             self.import_error = wire.decode(wire.encode_exception(exc))
         self.channel = _DirectChannel()
         self.dispatcher = Dispatcher(self.channel, str(folder))
+
+    def worker_pid(self) -> int:
+        return os.getpid()
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         # A JSON round trip both ways, so values cross exactly as they would from a worker.
