@@ -29,10 +29,11 @@ from pathlib import Path
 import psutil
 
 from . import wire
-from .session import OnCallback, WorkerFailure
+from .session import Exchange, OnCallback, WorkerFailure
 
 KIT = Path(__file__).resolve().parent
 CONFINED = KIT / "confined"
+EXCHANGE = "exchange"  # in the worker's working folder: see confine.py
 PR_SET_CHILD_SUBREAPER = 36
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -176,6 +177,7 @@ class Worker:
             if source.name != "__init__.py":
                 shutil.copy2(source, kit / source.name)
         shutil.copytree(KIT / "probes", kit / "kit_probes", ignore=shutil.ignore_patterns("__pycache__"))
+        (workdir / EXCHANGE).mkdir()
         (base / "root").mkdir()
         if self._uid is not None:  # used as is only where no namespace can be made
             for path in [workdir, *workdir.rglob("*")]:
@@ -345,6 +347,13 @@ class Worker:
                 continue
             except BrokenPipeError:
                 raise self._fail(f"the worker process died while {what}") from None
+
+    def exchange(self) -> Exchange:
+        """The folder this worker shares with the judge (the worker must be running: a restart
+        gives a fresh, empty one)."""
+        if self._proc is None:
+            raise WorkerFailure("the worker is not running")
+        return Exchange(host=self._workdir / "work" / EXCHANGE, inside=EXCHANGE)
 
     def worker_pid(self) -> int | None:
         """The worker process as the judge sees it (for measuring it from outside through /proc):

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
@@ -39,6 +42,19 @@ class WorkerFailure(Exception):
 OnCallback = Callable[[dict], dict]
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """A folder both sides see: ``host`` is its path in the judge, ``inside`` the path to give
+    student code (relative to the worker's working folder, or absolute in process)."""
+
+    host: Path
+    inside: str
+
+    def path(self, name: str) -> str:
+        """The path of ``name`` in the exchange folder as the worker sees it."""
+        return f"{self.inside}/{name}"
+
+
 class Backend(Protocol):
     isolation: dict[str, str]
     import_error: wire.Raised | None
@@ -47,6 +63,8 @@ class Backend(Protocol):
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict: ...
 
     def worker_pid(self) -> int | None: ...
+
+    def exchange(self) -> Exchange: ...
 
     def close(self) -> None: ...
 
@@ -189,6 +207,13 @@ class Submission:
             raise StudentError(f"while driving your code ({name.replace('.', ': ', 1)}): {result}{self._import_hint()}")
         return result
 
+    def exchange(self) -> Exchange:
+        """The folder the judge shares with the running worker: write inputs into ``.host``, give
+        student code ``.path(name)``, inspect what it wrote from the judge. Starts the worker if it
+        is not running; a worker restart (after a failure) gives a fresh, empty folder."""
+        self.worker_pid()
+        return self.backend.exchange()
+
     def worker_pid(self) -> int:
         """The pid of the process running the submission, for measurements taken from outside it
         (``/proc/<pid>/status``, ``smaps_rollup``, ``io``). Starts the worker if it is not running."""
@@ -296,9 +321,15 @@ class InProcess:
             self.import_error = wire.decode(wire.encode_exception(exc))
         self.channel = _DirectChannel()
         self.dispatcher = Dispatcher(self.channel, str(folder))
+        self._exchange: Path | None = None
 
     def worker_pid(self) -> int:
         return os.getpid()
+
+    def exchange(self) -> Exchange:
+        if self._exchange is None:
+            self._exchange = Path(tempfile.mkdtemp(prefix="kit-exchange-"))
+        return Exchange(host=self._exchange, inside=str(self._exchange))
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         # A JSON round trip both ways, so values cross exactly as they would from a worker.
@@ -307,4 +338,5 @@ class InProcess:
         return json.loads(json.dumps(answer))
 
     def close(self) -> None:
-        pass
+        if self._exchange is not None:
+            shutil.rmtree(self._exchange, ignore_errors=True)

@@ -45,6 +45,7 @@ SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "ppc64le": 184, "s390x": 185, "riscv
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "sys")
 WORK = "/tmp/work"
+EXCHANGE = "exchange"  # the one folder the judge and the worker both see: inputs in, files out
 OLD_ROOT = ".old-root"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -182,6 +183,7 @@ def _build_root(config: dict) -> str:
             _mount("worker-tmp", root + path, "tmpfs", MS_NOSUID | MS_NODEV, scratch if path == "/dev/shm" else
                    "size=4k,mode=755")
     _copy_work(config["workdir"], root + WORK, uid)
+    _mount(os.path.join(config["workdir"], EXCHANGE), f"{root}{WORK}/{EXCHANGE}", None, MS_BIND)  # shared with the judge
     os.makedirs(root + "/var", exist_ok=True)
     if not os.path.lexists(root + "/var/tmp"):
         os.symlink("../tmp", root + "/var/tmp")

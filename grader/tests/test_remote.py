@@ -1,7 +1,7 @@
 """The remote-object protocol: the judge drives objects the worker holds, by handle.
 
-Each test runs on both backends (the sandboxed worker and the in-process debugging backend),
-so the two cannot drift apart.
+Each test runs on every backend (the sandboxed worker, the worker where no namespace can be
+made, and the in-process debugging backend), so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -73,13 +73,14 @@ class Inherited(torch.optim.SGD):
 DELEGATION = ["torch.optim.SGD.__init__", "torch.optim.SGD.step", "torch._foreach_*"]
 
 
-@pytest.fixture(scope="module", params=["worker", "in-process"])
+@pytest.fixture(scope="module", params=["worker", "no-namespaces", "in-process"])
 def sub(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp("remote") / "assignment"
     folder.mkdir()
     (folder / "__init__.py").write_text("")
     (folder / "tricks.py").write_text(TRICKS)
-    backend = Worker(folder, Limits(call_seconds=20)) if request.param == "worker" else InProcess(folder)
+    backend = (InProcess(folder) if request.param == "in-process" else
+               Worker(folder, Limits(call_seconds=20, namespaces=request.param == "worker")))
     yield Submission(backend, folder)
     backend.close()
 
@@ -198,3 +199,12 @@ def test_the_judge_can_measure_the_worker_from_outside(sub):
     after = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
     assert (after - before) * os.sysconf("SC_PAGE_SIZE") >= 60 << 20
     block.release()
+
+
+def test_the_exchange_folder_is_shared_both_ways(sub):
+    exchange = sub.exchange()
+    (exchange.host / "in.txt").write_text("from the judge")
+    text = sub.lib("pathlib.Path", exchange.path("in.txt")).call("read_text")
+    assert text == "from the judge"
+    sub.lib("pathlib.Path", exchange.path("out.txt")).call("write_text", "from the worker")
+    assert (exchange.host / "out.txt").read_text() == "from the worker"
