@@ -161,6 +161,11 @@ class Submission:
         what = describe(target, args, kwargs)
         return self._value(self._request("construct", what, timeout, args, kwargs, target=target, keep=True), what)
 
+    def named(self, target: str) -> Remote:
+        """The submission's ``module.name`` itself (not called), held in the worker: e.g. a function
+        to hand to a library call there (``sub.lib("builtins.map", sub.named("memory.f"), xs)``)."""
+        return self._value(self._request("named", target, None, target=target, keep=True), target)
+
     def lib(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Remote:
         """Build a library object (``torch.nn.Parameter``, ``builtins.dict``...) in the worker; its handle."""
         what = describe(target, args, kwargs)

@@ -2,7 +2,7 @@
 
 Values cross as plain data: JSON scalars, tagged floats (exact IEEE bits, so -0.0 and NaN
 survive), tuples, dicts, dtypes, tensors and arrays as dtype/shape/bytes, exceptions as the
-qualified names of their classes plus the message, handles to objects the worker holds
+qualified names of their classes plus the message, slices of ints, handles to objects the worker holds
 (``Ref``) and judge functions the worker may call back (``Callback``). Anything else crosses as an ``Opaque``
 (its type name and a short repr) that equals nothing. An ``int`` subclass is not an int.
 
@@ -146,6 +146,9 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"$t": "npdtype", "name": value.str}
     if isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy":
         return {"$t": "npdtype", "name": np.dtype(value).str}
+    if kind is slice:
+        return {"$t": "slice", "items": [encode(value.start, depth + 1), encode(value.stop, depth + 1),
+                                         encode(value.step, depth + 1)]}
     if kind is Ref or kind is Callback:
         return {"$t": "ref" if kind is Ref else "callback", "id": value.id}
     if isinstance(value, BaseException):
@@ -239,6 +242,12 @@ def decode(data: Any, depth: int = 0) -> Any:
         _expect(type(types) is list and all(isinstance(t, str) for t in types), "bad exception types")
         _expect(isinstance(data.get("message"), str), "bad exception message")
         return Raised(tuple(types), _short(data["message"]))
+    if tag == "slice":
+        items = data.get("items")
+        _expect(type(items) is list and len(items) == 3, "bad slice")
+        bounds = [decode(item, depth + 1) for item in items]
+        _expect(all(b is None or type(b) is int for b in bounds), "slice bounds must be ints or None")
+        return slice(*bounds)
     if tag in ("ref", "callback"):
         _expect(type(data.get("id")) is int and data["id"] >= 0, f"bad {tag} id")
         return (Ref if tag == "ref" else Callback)(data["id"])

@@ -6,6 +6,7 @@ whose storage matters) are kept in a table and named by handle (``wire.Ref``); a
 name them back. Requests (``$type``):
 
 - ``call``: ``target`` "module.name" of the submission, called with ``args``/``kwargs``;
+  ``named``: that object itself (a function to pass on, a class, a module);
 - ``construct``: ``target`` a submission name ("optim.SGD") or, with ``library: true``, a
   library callable by qualified name ("torch.nn.Parameter", "builtins.dict"), called;
 - ``call_method``: ``method`` of the object ``handle``; ``get_attr`` / ``set_attr``: ``name``
@@ -90,6 +91,9 @@ class Dispatcher:
     def _op_call(self, message: dict) -> Any:
         args, kwargs = self._arguments(message)
         return self.student(message["target"])(*args, **kwargs)
+
+    def _op_named(self, message: dict) -> Any:
+        return self.student(message["target"])
 
     def _op_construct(self, message: dict) -> Any:
         args, kwargs = self._arguments(message)

@@ -2,8 +2,9 @@
 
 FLOP counts are checked against ``torch.utils.flop_counter.FlopCounterMode`` on meta tensors
 (nothing is computed, so sizes can be large); the scaling rules 2NP/4NP/6NP, ``mfu`` and
-``training_days`` against their formulas; ``time_matmul`` and ``matmul_mfu`` against an
-independent timing taken by a probe in the same worker (grader/probes/flops.py).
+``training_days`` against their formulas; ``time_matmul`` and ``matmul_mfu`` against a timing
+the judge takes itself, and against the wall time the judge measures around each call from
+outside the worker (grader/drivers/flops.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
+
+from grader.drivers.flops import Rounds, timed_rounds
 
 H100_BF16_PEAK = 989.5e12  # dense bf16 FLOP/s (the 1979e12 of the spec sheet assumes 2:4 sparsity)
 SECONDS_PER_DAY = 86_400
@@ -174,64 +177,86 @@ def test_training_days_rejects_mfu_outside_zero_one(sub, bad):
 
 
 # --- timing ------------------------------------------------------------------------------------
-# CPU timings on a shared grading machine are noisy, so the probe times the same product in the
-# same process, on one thread, interleaved with the student's calls, and both sides keep their
-# fastest of five rounds: a correct timer lands within a few tens of percent of the probe. The
+# CPU timings on a shared grading machine are noisy, so the judge times the same product in its
+# own process, on one thread (the worker's calls run on one thread too), interleaved with the
+# student's calls, and both sides keep their fastest of five rounds: a correct timer lands within
+# a few tens of percent of the judge's. The
 # band is a factor of 8 either way: wide for a noisy runner, yet narrow enough to catch a total
 # instead of a mean (repeats = 32 times too large) or a timer that skips the product.
 
 CPU_SIZE, CPU_REPEATS, CPU_BAND = 256, 32, 8.0
 
 
-def assert_timing(got: list, want: list, call: str, band: float, why: str = "") -> None:
+def assert_timing(found: Rounds, call: str, band: float, repeats: float, why: str = "") -> None:
+    """The submission's timings agree with the judge's, and with the wall time around its calls."""
+    got = found.student
     assert all(isinstance(t, numbers.Real) and not isinstance(t, bool) and t > 0 for t in got), (
         f"{call} returned {got!r}, expected positive numbers of seconds")
-    best, reference = min(got), min(want)
+    best, reference = min(got), min(found.reference)
     assert reference / band <= best <= reference * band, (
-        f"{call} returned {best:.3g} s (its fastest of {len(got)} calls), but an independent timing of the same "
+        f"{call} returned {best:.3g} s (its fastest of {len(got)} calls), but the judge's own timing of the same "
         f"product gives {reference:.3g} s per product (within a factor {band:g} is accepted){why}")
+    assert_ran_for_real(found, call, repeats)
 
 
-def cpu_timings(sub, repeats: int | float) -> dict:
+def assert_ran_for_real(found: Rounds, call: str, repeats: float) -> None:
+    """Measured from outside: a call that times ``repeats`` products took at least that long."""
+    for seconds, wall in zip(found.student, found.wall):
+        assert seconds * repeats <= wall * 1.05 + 1e-3, (
+            f"{call} returned {seconds:.3g} s per product for {repeats:g} products, but the whole call took "
+            f"{wall:.3g} s as the judge measured it: it cannot have timed what it reports")
+
+
+def cpu_timings(sub, repeats: int | float) -> Rounds:
     n = CPU_SIZE
-    return sub.probe("flops.time_matmul_rounds", m=n, k=n, n=n, dtype=torch.float32, device="cpu", repeats=repeats,
-                     timeout=60)
+    return timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.float32, "cpu"), int(repeats), repeats=repeats)
 
 
 @pytest.mark.points(1)
 def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
     """time_matmul on the CPU agrees with an independent timing of the same product"""
+    # Expected: the judge's own timing (grader/drivers/flops.py), interleaved with the calls;
+    # measured from outside: the wall time of each call, which must cover the products reported.
     n = CPU_SIZE
-    result = cpu_timings(sub, CPU_REPEATS)
-    assert_timing(result["student"], result["reference"],
-                  f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={CPU_REPEATS})", CPU_BAND)
+    assert_timing(cpu_timings(sub, CPU_REPEATS), f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', "
+                  f"repeats={CPU_REPEATS})", CPU_BAND, CPU_REPEATS)
 
 
 @pytest.mark.points(1)
 def test_time_matmul_is_the_mean_of_one_product(sub):
     """time_matmul returns the time of one product (the mean), whatever repeats is"""
     n, few, many = CPU_SIZE, 2, 64.0
-    timed = {repeats: min(cpu_timings(sub, repeats)["student"]) for repeats in (few, many)}
+    rounds = {repeats: cpu_timings(sub, repeats) for repeats in (few, many)}
+    for repeats, found in rounds.items():
+        assert_ran_for_real(found, f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={repeats!r})",
+                            repeats)
+    timed = {repeats: min(found.student) for repeats, found in rounds.items()}
     # The mean of 64 products and of 2 products differ only by noise; a total would be 32x larger.
     assert timed[many] < 6 * timed[few], (
         f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={many!r}) returned {timed[many]:.3g} s, "
         f"but {timed[few]:.3g} s with repeats={few}: expected about the same, the mean time of ONE product")
 
 
+def check_mfu(found: Rounds, call: str, n: int, peak: float, band: float, at_most_one: bool = False) -> None:
+    """MFU values agree with 2n^3 / (the judge's seconds) / peak, and the calls took real time."""
+    got = found.student
+    assert all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0 and (v <= 1 or not at_most_one)
+               for v in got), (f"{call} returned {got!r}, expected positive numbers"
+                               + (" in (0, 1]: an MFU above 1 means an unsynchronized timing" if at_most_one else ""))
+    reference = max(2 * n**3 / seconds / peak for seconds in found.reference)
+    assert reference / band <= max(got) <= reference * band, (
+        f"{call} returned {max(got):.3g} (its best of {len(got)} calls), but the judge's own timing gives an MFU of "
+        f"{reference:.3g} (within a factor {band:g} is accepted)")
+    seconds = [2 * n**3 / value / peak for value in got]  # the time per product each answer implies
+    assert_ran_for_real(Rounds(found.reference, seconds, found.wall), call, 1)
+
+
 @pytest.mark.points(0.5)
 def test_matmul_mfu_on_cpu_agrees_with_an_independent_timing(sub):
     """matmul_mfu on the CPU agrees with 2mkn / (independently measured seconds) / peak"""
     n, peak = CPU_SIZE, 1e12
-    result = sub.probe("flops.matmul_mfu_rounds", m=n, k=n, n=n, dtype=torch.float32, device="cpu",
-                       peak_flops_per_second=peak, timeout=60)
-    reference = [2 * n**3 / seconds / peak for seconds in result["reference"]]
-    got = result["student"]
-    call = f"flops.matmul_mfu({n}, {n}, {n}, torch.float32, 'cpu', {peak:g})"
-    assert all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0 for v in got), (
-        f"{call} returned {got!r}, expected positive numbers")
-    assert max(reference) / CPU_BAND <= max(got) <= max(reference) * CPU_BAND, (
-        f"{call} returned {max(got):.3g} (its best of {len(got)} calls), but an independent timing gives an MFU of "
-        f"{max(reference):.3g} (within a factor {CPU_BAND:g} is accepted)")
+    found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.float32, "cpu", peak), 10)
+    check_mfu(found, f"flops.matmul_mfu({n}, {n}, {n}, torch.float32, 'cpu', {peak:g})", n, peak, CPU_BAND)
 
 
 # On a GPU a synchronized timer agrees with CUDA events to a few percent; an unsynchronized one
@@ -243,11 +268,11 @@ GPU_SIZE, GPU_BAND = 4096, 3.0
 @pytest.mark.points(1)
 def test_time_matmul_on_gpu_agrees_with_cuda_events(sub):
     """time_matmul on CUDA agrees with a CUDA-event timing (it must synchronize)"""
+    # Expected: CUDA events recorded by the judge process around its own products on the same GPU.
     n = GPU_SIZE
-    result = sub.probe("flops.time_matmul_rounds", m=n, k=n, n=n, dtype=torch.bfloat16, device="cuda", repeats=10,
-                       timeout=120)
-    assert_timing(result["student"], result["reference"], f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')",
-                  GPU_BAND, why=" (far too fast: the clock stopped before the GPU finished, call torch.cuda.synchronize())")
+    found = timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.bfloat16, "cuda"), 10, repeats=10, timeout=120)
+    assert_timing(found, f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", GPU_BAND, 10,
+                  why=" (far too fast: the clock stopped before the GPU finished, call torch.cuda.synchronize())")
 
 
 @pytest.mark.gpu
@@ -255,12 +280,6 @@ def test_time_matmul_on_gpu_agrees_with_cuda_events(sub):
 def test_matmul_mfu_on_gpu_is_between_zero_and_one(sub):
     """matmul_mfu on CUDA lies in (0, 1] and agrees with a CUDA-event timing"""
     n, peak = GPU_SIZE, gpu_peak()
-    result = sub.probe("flops.matmul_mfu_rounds", m=n, k=n, n=n, dtype=torch.bfloat16, device="cuda",
-                       peak_flops_per_second=peak, timeout=120)
-    got = result["student"]
-    call = f"flops.matmul_mfu({n}, {n}, {n}, torch.bfloat16, 'cuda', {peak:g})"
-    assert all(isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < v <= 1 for v in got), (
-        f"{call} returned {got!r}, expected values in (0, 1]: an MFU above 1 means an unsynchronized timing")
-    reference = max(2 * n**3 / seconds / peak for seconds in result["reference"])
-    assert reference / GPU_BAND <= max(got) <= reference * GPU_BAND, (
-        f"{call} returned {max(got):.3g}, but a CUDA-event timing gives {reference:.3g} (within a factor {GPU_BAND:g})")
+    found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.bfloat16, "cuda", peak), 10, timeout=120)
+    check_mfu(found, f"flops.matmul_mfu({n}, {n}, {n}, torch.bfloat16, 'cuda', {peak:g})", n, peak, GPU_BAND,
+              at_most_one=True)

@@ -1,0 +1,87 @@
+"""P4: time the submission's matmul timer against a timing the judge takes itself.
+
+The reference timing runs in the judge process; the submission's ``time_matmul`` /
+``matmul_mfu`` run in the worker, and the judge also takes the wall time around each of those
+calls from outside (a timer that reports products it never ran cannot have taken less wall time
+than they need). Rounds interleave the two, so that load on the machine affects them alike.
+CPU timings run on one thread on both sides: on a busy grading machine a multi-threaded matmul
+waits for a descheduled sibling thread and its time jumps by 10-30x from one call to the next,
+while a single thread only slows down with the load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+WARMUP = 3
+
+
+def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> float:
+    """Mean seconds of one (m x k) @ (k x n) product, timed in the judge.
+
+    On CUDA with CUDA events recorded on the stream around the products (they measure GPU time,
+    whatever the host does); on the CPU with ``time.perf_counter``. Warm-up first in both cases.
+    """
+    device = torch.device(device)
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    b = torch.randn(k, n, dtype=dtype, device=device)
+    for _ in range(WARMUP):
+        torch.mm(a, b)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        for _ in range(repeats):
+            torch.mm(a, b)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000 / repeats
+    begin = time.perf_counter()
+    for _ in range(repeats):
+        torch.mm(a, b)
+    return (time.perf_counter() - begin) / repeats
+
+
+@contextlib.contextmanager
+def one_thread(sub, device: str) -> Iterator[None]:
+    """One intra-op thread in the judge and in the worker while timing on the CPU (restored after)."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    mine, theirs = torch.get_num_threads(), sub.lib("torch.get_num_threads").read()
+    torch.set_num_threads(1)
+    sub.lib("torch.set_num_threads", 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(mine)
+        sub.lib("torch.set_num_threads", theirs)
+
+
+@dataclass
+class Rounds:
+    """Per round: the judge's reference seconds per product, the submission's answer, and the
+    wall time the judge measured around the submission's call."""
+
+    reference: list[float] = field(default_factory=list)
+    student: list = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+
+
+def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: int = 5, timeout: float = 60,
+                 **kwargs) -> Rounds:
+    """``rounds`` rounds of (reference timing in the judge, ``sub.call(target, *args)`` timed from outside)."""
+    m, k, n, dtype, device = args[:5]
+    found = Rounds()
+    with one_thread(sub, device):
+        for _ in range(rounds):
+            found.reference.append(reference_seconds(m, k, n, dtype, device, reference_repeats))
+            begin = time.perf_counter()
+            found.student.append(sub.call(target, *args, timeout=timeout, **kwargs))
+            found.wall.append(time.perf_counter() - begin)
+    return found
