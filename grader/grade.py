@@ -25,6 +25,11 @@ HIDDEN = Path(__file__).resolve().parent / "hidden"
 KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
+BUDGET_MESSAGE = "not run: this submission used up its time budget"
+JUDGE_SHARE = 0.85  # of the time left: the judges' own budget, so that they normally end before the wall
+REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the table
+
+
 class GradingError(RuntimeError):
     """The grader itself could not grade (bad arguments, no GPU where one is required)."""
 
@@ -39,7 +44,8 @@ def _judge_command(files: list[Path], package: Path, outcomes: Path, options: di
     command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.plugin", "-q", "--assert=plain",
                "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
                "--submission", str(package), "--outcomes", str(outcomes), "--gpu", options["gpu"],
-               "--call-seconds", str(options["call_seconds"]), "--budget-seconds", str(options["budget_seconds"]),
+               "--call-seconds", str(options["call_seconds"]),
+               "--budget-seconds", str(JUDGE_SHARE * (options["deadline"] - time.monotonic())),
                "--memory-mb", str(options["memory_mb"]), "--hypothesis-profile", options["profile"],
                "--hypothesis-seed", str(options["seed"])]
     for path in options["masks"]:
@@ -47,8 +53,29 @@ def _judge_command(files: list[Path], package: Path, outcomes: Path, options: di
     return command + (["--in-process"] if options["in_process"] else [])
 
 
+def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
+    """Wait for every process until ``deadline``; kill those still running then. Returns their indexes."""
+    stopped = set()
+    for index, process in enumerate(processes):
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            stopped.add(index)
+    return stopped
+
+
+def _over_budget(files: list[Path]) -> dict:
+    """The outcomes of a judge session stopped at the budget wall: each of its problems failed, 0 points."""
+    keys = [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
+    return {"outcomes": [dict(problem=key, module=PROBLEMS[key].module, name="(whole problem)",
+                              points=float(PROBLEMS[key].points), status="failed", message=BUDGET_MESSAGE,
+                              nodeid=f"{key}::budget") for key in keys]}
+
+
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options: dict) -> list[dict]:
-    """Run one judge session per group, all at once; returns their outcome files' contents."""
+    """Run one judge session per group, all at once, until the budget wall; returns their outcomes."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))}
     sessions = []
     for index, files in enumerate(groups):
@@ -58,15 +85,17 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options:
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
         sessions.append((process, outcomes, log))
     try:
-        for process, _, _ in sessions:
-            process.wait()
+        stopped = _stop_at([process for process, _, _ in sessions], options["deadline"])
     finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call
         for process, _, _ in sessions:
             if process.poll() is None:
                 process.kill()
                 process.wait()
     reports = []
-    for process, outcomes, log in sessions:
+    for index, (process, outcomes, log) in enumerate(sessions):
+        if index in stopped:
+            reports.append(_over_budget(groups[index]))
+            continue
         if not outcomes.exists():
             tail = log.read_text(errors="replace")[-1500:]
             raise GradingError(f"a judge session ended without results (exit {process.returncode}): {tail}")
@@ -81,7 +110,7 @@ def _split(files: list[Path], jobs: int) -> list[list[Path]]:
 
 def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
     notes = set()
-    if any("time budget" in t.message for t in tests):
+    if any("time budget" in t.message for t in tests):  # BUDGET_MESSAGE, or the judges' own
         notes.add("This submission used up its time budget; the tests after that point were not run.")
     for report in reports:
         if report.get("import_error"):
@@ -92,9 +121,12 @@ def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
 def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int = 0, in_process: bool = False,
           budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
           problems: list[str] | None = None, profile: str = "grading", masks: tuple[Path, ...] = (),
-          hidden: Path = HIDDEN) -> GradingResult:
-    """Grade one submission; raises SubmissionError when it cannot be read, GradingError on bad options."""
-    started = time.monotonic()
+          hidden: Path = HIDDEN, started: float | None = None) -> GradingResult:
+    """Grade one submission within ``budget_seconds`` of ``started`` (default: now), start-up included.
+
+    Raises SubmissionError when the submission cannot be read, GradingError on bad options.
+    """
+    started = time.monotonic() if started is None else started
     if gpu == "require":
         import torch
 
@@ -106,7 +138,7 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
     workdir = Path(tempfile.mkdtemp(prefix="kit-judge-"))
     try:
         package = stage(submission, workdir / "staged")
-        options = dict(gpu=gpu, seed=seed, in_process=in_process, budget_seconds=budget_seconds,
+        options = dict(gpu=gpu, seed=seed, in_process=in_process, deadline=started + budget_seconds - REPORT_SECONDS,
                        call_seconds=call_seconds, memory_mb=memory_mb, profile=profile,
                        masks=[*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir])
         reports = _run_judges(_split(files, jobs), package, workdir, options)
@@ -132,7 +164,8 @@ def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: i
         with console.status(f"grading {submission} ({jobs} judge session{'s' if jobs > 1 else ''})..."):
             result = grade(submission, gpu=gpu, jobs=jobs, seed=seed, in_process=in_process,
                            budget_seconds=budget_seconds, call_seconds=call_seconds, memory_mb=memory_mb,
-                           problems=problems, profile=profile, masks=(out.resolve(),) if out else ())
+                           problems=problems, profile=profile, masks=(out.resolve(),) if out else (),
+                           started=started)
     except (SubmissionError, GradingError) as exc:
         if out:
             write_json_atomic(out, GradingResult.failed(str(submission), str(exc),

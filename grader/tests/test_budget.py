@@ -1,0 +1,40 @@
+"""The per-submission budget is a wall for the whole grading, start-up included."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grader.problems import MODULES
+
+KIT = Path(__file__).resolve().parents[2]
+STALL = '''import time
+
+
+def __getattr__(name):
+    def stall(*args, **kwargs):
+        time.sleep(3600)
+    return stall
+'''
+
+
+def test_a_submission_whose_every_call_stalls_is_reported_before_the_budget_ends(tmp_path):
+    package = tmp_path / "stalling" / "assignment"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for module in MODULES:
+        (package / f"{module}.py").write_text(STALL)
+    out, budget = tmp_path / "results.json", 20
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "grader", "grade", str(package.parent), "--out", str(out),
+                          "--budget-seconds", str(budget), "--call-seconds", "5", "--profile", "ci"],
+                         cwd=KIT, capture_output=True, text=True, timeout=10 * budget)
+    elapsed = time.monotonic() - started
+    assert elapsed < budget + 2, f"graded in {elapsed:.1f} s, past its {budget} s budget"  # 2 s: interpreter start
+    assert run.returncode == 0, run.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["score"] == 0 and data["tests"] and "time budget" in data["output"]
+    assert "0 / 100" in run.stdout
