@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments
+from .results import NOT_RUN_MODES, VISIBILITIES
 
 
 def _defaults(module: str) -> dict[str, Any]:
@@ -32,6 +33,9 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) 
     parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"], help="worker memory cap (resident)")
     parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
                         help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
+    parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults["not_run"],
+                        help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
+                             "possible points) or zero (0 out of their points); never shown as failures")
 
 
 def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -42,11 +46,17 @@ def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="judge sessions in parallel")
     parser.add_argument("--in-process", action="store_true",
                         help="UNSAFE: run student code inside the judge (debugging the kit only; never to grade)")
+    parser.add_argument("--junit", type=arguments.output_file, default=defaults["junit"],
+                        help="also write JUnit XML here (one testcase per hidden test)")
+    parser.add_argument("--visibility", choices=VISIBILITIES, default=defaults["visibility"],
+                        help="Gradescope visibility of the results and every test (e.g. after_due_date)")
+    parser.add_argument("--verbose", action="store_true", help="print the isolation obtained in full")
     _grading_options(parser, defaults)
     return lambda a: importlib.import_module("grader.grade").main(
         a.submission, out=a.out, gpu=a.gpu, jobs=a.jobs, seed=a.seed, in_process=a.in_process,
         budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        problems=a.problems, profile=a.profile)
+        problems=a.problems, profile=a.profile, not_run=a.not_run, visibility=a.visibility, junit=a.junit,
+        verbose=a.verbose)
 
 
 def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -93,7 +103,7 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     return lambda a: importlib.import_module("grader.batch").main(
         a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
         profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors)
+        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run)
 
 
 def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .problems import PROBLEMS
-from .results import GradingResult, TestResult, write_json_atomic
+from .results import GradingResult, TestResult, write_atomic, write_json_atomic
 from .submission import SubmissionError, stage
 
 HIDDEN = Path(__file__).resolve().parent / "hidden"
@@ -26,7 +26,9 @@ KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
 BUDGET_MESSAGE = "not run: this submission used up its time budget"
-JUDGE_SHARE = 0.85  # of the time left: the judges' own budget, so that they normally end before the wall
+JUDGE_RESERVE = (15.0, 0.15)  # seconds (plus one call), share of the time left: kept from the judges' own
+# budget for their start-up, the call in flight and shut-down, so that they normally end, with a result per
+# test, before the wall
 REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the table
 
 
@@ -40,12 +42,17 @@ def hidden_suites(problems: list[str] | None = None, hidden: Path = HIDDEN) -> l
     return [path for key in wanted for path in sorted(hidden.glob(f"test_{key.lower()}_*.py"))]
 
 
+def _judge_budget(left: float, call_seconds: float) -> float:
+    """The judges' own time budget, out of the ``left`` seconds before the wall."""
+    return max(1.0, left - max(JUDGE_RESERVE[0] + call_seconds, JUDGE_RESERVE[1] * left))
+
+
 def _judge_command(files: list[Path], package: Path, outcomes: Path, options: dict) -> list[str]:
     command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.plugin", "-q", "--assert=plain",
                "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
                "--submission", str(package), "--outcomes", str(outcomes), "--gpu", options["gpu"],
                "--call-seconds", str(options["call_seconds"]),
-               "--budget-seconds", str(JUDGE_SHARE * (options["deadline"] - time.monotonic())),
+               "--budget-seconds", str(_judge_budget(options["deadline"] - time.monotonic(), options["call_seconds"])),
                "--memory-mb", str(options["memory_mb"]), "--hypothesis-profile", options["profile"],
                "--hypothesis-seed", str(options["seed"])]
     for path in options["masks"]:
@@ -152,8 +159,9 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
 
 def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: int = 1, seed: int = 0,
          in_process: bool = False, budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
-         problems: list[str] | None = None, profile: str = "grading") -> int:
-    """Grade, write results.json, print the table; 0 when grading completed, 2 when it could not."""
+         problems: list[str] | None = None, profile: str = "grading", not_run: str = "exclude",
+         visibility: str = "visible", junit: Path | None = None, verbose: bool = False) -> int:
+    """Grade, write results.json (and JUnit XML), print the table; 0 when grading completed, 2 when it could not."""
     from rich.console import Console
 
     from .report import print_result
@@ -167,13 +175,20 @@ def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: i
                            problems=problems, profile=profile, masks=(out.resolve(),) if out else (),
                            started=started)
     except (SubmissionError, GradingError) as exc:
-        if out:
-            write_json_atomic(out, GradingResult.failed(str(submission), str(exc),
-                                                        time.monotonic() - started).to_gradescope_dict())
+        result = GradingResult.failed(str(submission), str(exc), time.monotonic() - started)
+        _write(result, out, junit, not_run, visibility)
         print(f"grader grade: cannot grade {submission}: {exc}", file=sys.stderr)
         return 2
-    if out:
-        write_json_atomic(out, result.to_gradescope_dict())
-    print_result(result)
+    print_result(result, verbose=verbose)
+    _write(result, out, junit, not_run, visibility)
     return 0
+
+
+def _write(result: GradingResult, out: Path | None, junit: Path | None, not_run: str, visibility: str) -> None:
+    from .junit import junit_xml
+
+    if out:
+        write_json_atomic(out, result.to_gradescope_dict(not_run=not_run, visibility=visibility))
+    if junit:
+        write_atomic(junit, junit_xml({Path(result.submission).name or "submission": result}))
 

@@ -31,7 +31,7 @@ if [ ! -s "$RESULTS" ]; then  # the grader could not even start: still a visible
  "output": "The grader could not finish grading this submission; your instructor has the details.",
  "tests": [{"name": "Autograder failed", "score": 0, "max_score": 0, "status": "failed", "visibility": "visible",
             "output": "The grader could not finish grading this submission; your instructor has the details. Your score may be incomplete."}],
- "grader_error": "run_autograder: the grader exited with status $status and wrote no results"}
+ "extra_data": {"kit_version": "unknown", "grader_error": "run_autograder: the grader exited with status $status and wrote no results"}}
 JSON
     echo "run_autograder: the grader exited with status $status and wrote no results" >&2
 fi

@@ -38,3 +38,18 @@ def test_a_submission_whose_every_call_stalls_is_reported_before_the_budget_ends
     data = json.loads(out.read_text())
     assert data["score"] == 0 and data["tests"] and "time budget" in data["output"]
     assert "0 / 100" in run.stdout
+
+
+def test_judges_that_outlive_their_own_budget_are_stopped_at_the_wall(tmp_path, monkeypatch):
+    from grader import grade
+
+    package = tmp_path / "stalling" / "assignment"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "memory.py").write_text(STALL)
+    monkeypatch.setattr(grade, "_judge_budget", lambda left, call: 3600.0)  # a judge that never gives up
+    started = time.monotonic()
+    result = grade.grade(package.parent, problems=["P1"], budget_seconds=12, call_seconds=5, profile="ci")
+    assert time.monotonic() - started < 12
+    assert [(t.problem, t.status, t.message) for t in result.tests] == [("P1", "failed", grade.BUDGET_MESSAGE)]
+    assert result.score == 0 and result.max_score == 12 and any("time budget" in n for n in result.notes)

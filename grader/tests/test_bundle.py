@@ -72,11 +72,11 @@ def test_run_autograder_grades_the_submission_through_the_judge(autograder_zip, 
     autograder = layout(tmp_path, autograder_zip, KIT / "solutions")
     run, results = run_autograder(autograder)
     assert run.returncode == 0, run.stderr
-    assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 12 and not results["grader_error"]
-    assert results["problems"]["P1"] == {"name": "memory", "score": 12, "max_score": 12, "not_run": 0}
+    assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 12 and not results["extra_data"]["grader_error"]
+    assert results["extra_data"]["problems"]["P1"] == {"name": "memory", "score": 12, "max_score": 12, "not_run": 0}
     assert all({"name", "score", "max_score", "status"} <= test.keys() for test in results["tests"])
-    assert results["isolation"], "the judge reports the isolation it obtained"
-    assert results["submission"] == str(autograder / "submission")
+    assert results["extra_data"]["isolation"], "the judge reports the isolation it obtained"
+    assert results["extra_data"]["submission"] == str(autograder / "submission")
 
 
 def test_run_autograder_reports_an_ungradable_submission(autograder_zip, tmp_path):
@@ -84,7 +84,7 @@ def test_run_autograder_reports_an_ungradable_submission(autograder_zip, tmp_pat
     run, results = run_autograder(autograder)
     assert run.returncode == 0
     assert results["score"] == 0 and results["tests"][0]["name"] == "Autograder failed"
-    assert "no assignment package" in results["grader_error"]
+    assert "no assignment package" in results["extra_data"]["grader_error"]
 
 
 def test_run_autograder_writes_results_even_when_the_grader_cannot_start(autograder_zip, tmp_path):
@@ -92,7 +92,7 @@ def test_run_autograder_writes_results_even_when_the_grader_cannot_start(autogra
     run, results = run_autograder(autograder, KIT_PYTHON=str(tmp_path / "no-python"))
     assert run.returncode == 0
     assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 0
-    assert results["tests"][0]["name"] == "Autograder failed" and "status 127" in results["grader_error"]
+    assert results["tests"][0]["name"] == "Autograder failed" and "status 127" in results["extra_data"]["grader_error"]
 
 
 def test_config_records_the_choices_and_the_environment_overrides_them(tmp_path):

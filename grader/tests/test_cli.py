@@ -28,7 +28,7 @@ def test_missing_submission_exits_2_with_one_line_and_a_results_file(tmp_path):
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and "no such file or folder" in run.stderr
     data = json.loads(out.read_text())
-    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed" and "nope" in data["grader_error"]
+    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed" and "nope" in data["extra_data"]["grader_error"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
