@@ -126,8 +126,13 @@ def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--torch", default=defaults["torch"], help="what setup.sh pip-installs for torch")
     parser.add_argument("--torch-index-url", default=defaults["torch_index_url"],
                         help="package index for torch ('' for PyPI's default)")
+    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"],
+                        help="worker memory cap (default: 60%% of Gradescope's 768 MB container)")
+    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults["budget_seconds"],
+                        help="per-submission budget, a hard wall (default: 90%% of Gradescope's 10 minutes)")
     return lambda a: importlib.import_module("grader.bundle").main(
-        a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url)
+        a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url,
+        memory_mb=a.memory_mb, budget_seconds=a.budget_seconds)
 
 
 def _call_within_budget(args: argparse.Namespace) -> None:

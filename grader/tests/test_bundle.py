@@ -106,6 +106,34 @@ def test_config_records_the_choices_and_the_environment_overrides_them(tmp_path)
     assert bundle.main(str(tmp_path / "b.txt")) == 2
 
 
+def test_default_bundle_fits_gradescopes_default_container_and_pins_the_tested_torch(tmp_path):
+    out = tmp_path / "b.zip"
+    assert bundle.main(str(out)) == 0
+    config = zipfile.ZipFile(out).read("config.sh").decode()
+    assert ': "${KIT_TORCH=torch==2.13.0}"' in config  # a pinned version, not whatever is newest
+    memory = int(config.split("KIT_MEMORY_MB=")[1].split("}")[0])
+    budget = float(config.split("KIT_BUDGET_SECONDS=")[1].split("}")[0])
+    assert memory < bundle.GRADESCOPE_MEMORY_MB and budget < bundle.GRADESCOPE_SECONDS
+    assert bundle.main(str(out), memory_mb=300, budget_seconds=120) == 0
+    config = zipfile.ZipFile(out).read("config.sh").decode()
+    assert ': "${KIT_MEMORY_MB=300}"' in config and ': "${KIT_BUDGET_SECONDS=120}"' in config
+
+
+def test_setup_refuses_a_python_older_than_3_10_with_what_to_do(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nif [ \"$1\" = -V ]; then echo Python 3.8.10; exit 0; fi\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(KIT / "grader" / "gradescope" / "setup.sh", source / "setup.sh")
+    (source / "config.sh").write_text("")
+    run = subprocess.run(["bash", str(source / "setup.sh")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "KIT_VENV": str(tmp_path / "v")})
+    assert run.returncode == 1 and "needs Python 3.10 or newer" in run.stderr and "Python 3.8.10" in run.stderr
+    assert "Ubuntu 22.04" in run.stderr and not (tmp_path / "v").exists()
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
 def test_bundle_scripts_pass_shellcheck():
     scripts = sorted((KIT / "grader" / "gradescope").glob("*.sh"))
