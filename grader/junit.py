@@ -19,7 +19,7 @@ def _testcase(suite: ET.Element, test: TestResult) -> None:
     case = ET.SubElement(suite, "testcase", classname=test.problem, name=test.name, time=f"{test.duration:.3f}")
     properties = ET.SubElement(case, "properties")
     for name, value in (("points", test.points), ("score", test.score), ("nodeid", test.nodeid)):
-        ET.SubElement(properties, "property", name=name, value=f"{value:g}" if isinstance(value, float) else value)
+        ET.SubElement(properties, "property", name=name, value=value if isinstance(value, str) else f"{value:g}")
     if test.status in OUTCOME_ELEMENT:
         first = test.message.splitlines()[0] if test.message else test.status
         ET.SubElement(case, OUTCOME_ELEMENT[test.status], message=first[:500]).text = test.message
