@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .results import GradingResult, write_json_atomic
+from .results import GradingResult, kit_data, write_atomic, write_json_atomic
 
 GRADE_COMMAND = (sys.executable, "-m", "grader", "grade")
 KIT_ROOT = Path(__file__).resolve().parents[1]
-RESULTS, LOGS, MANIFEST = "results", "logs", "batch.json"
+RESULTS, LOGS, MANIFEST, JUNIT = "results", "logs", "batch.json", "junit.xml"
 GRACE_SECONDS = 5.0  # after SIGINT, how long a judge may take to stop its workers before SIGKILL
 
 
@@ -105,14 +105,14 @@ def _reusable(path: Path, digest: str, options: dict[str, Any], retry_errors: bo
     """Whether the stored result at ``path`` still stands for this submission under these options."""
     try:
         data = json.loads(path.read_text())
-        record = data["batch"]
+        record = kit_data(data)["batch"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     if record.get("content_hash") != digest or record.get("options") != options:
         return False
     if record.get("status") != "graded":
         return not retry_errors
-    return not (data.get("provisional") and cuda and options["gpu"] != "off")  # a GPU is here now: make it official
+    return not (kit_data(data).get("provisional") and cuda and options["gpu"] != "off")  # a GPU is here now: make it official
 
 
 def _class_folder(source: Path, scratch: Path) -> Path:
@@ -192,7 +192,7 @@ def _grade_command(command: tuple[str, ...], entry: Path, out: Path, options: di
     argv = [*command, str(entry.resolve()), "--out", str(out), "--jobs", "1", "--gpu", options["gpu"],
             "--seed", str(options["seed"]), "--profile", options["profile"],
             "--budget-seconds", str(options["budget_seconds"]), "--call-seconds", str(options["call_seconds"]),
-            "--memory-mb", str(options["memory_mb"])]
+            "--memory-mb", str(options["memory_mb"]), "--not-run", options["not_run"]]
     return argv + (["--problems", ",".join(options["problems"])] if options["problems"] else [])
 
 
@@ -254,8 +254,8 @@ def _grade_one(entry: Entry, digest: str, out_dir: Path, scratch: Path, options:
     if data is None:
         data = GradingResult.failed(", ".join(str(p) for p in entry.paths), error,
                                     time.monotonic() - started).to_gradescope_dict()
-    status = "error" if data.get("grader_error") else "graded"
-    data["batch"] = {"student": entry.student, "content_hash": digest, "options": options, "status": status,
+    status = "error" if kit_data(data).get("grader_error") else "graded"
+    data.setdefault("extra_data", {})["batch"] = {"student": entry.student, "content_hash": digest, "options": options, "status": status,
                      "graded_at": graded_at, "exit_code": exit_code, "seconds": round(time.monotonic() - started, 2)}
     write_json_atomic(out_dir / RESULTS / f"{entry.student}.json", data)
     return data
@@ -264,12 +264,13 @@ def _grade_one(entry: Entry, digest: str, out_dir: Path, scratch: Path, options:
 def _summary_line(data: dict[str, Any]) -> str:
     from rich.markup import escape
 
-    record = data["batch"]
+    kit = kit_data(data)
+    record = kit["batch"]
     if record["status"] != "graded":
-        return f"{escape(record['student'])}: [red]error[/]: {escape(str(data.get('grader_error', ''))[:200])}"
-    total = sum(float(p.get("max_score", 0)) for p in data.get("problems", {}).values())
+        return f"{escape(record['student'])}: [red]error[/]: {escape(str(kit.get('grader_error', ''))[:200])}"
+    total = sum(float(p.get("max_score", 0)) for p in kit.get("problems", {}).values())
     return (f"{escape(record['student'])}: {data['score']:g} / {total:g}"
-            + (" (provisional)" if data.get("provisional") else ""))
+            + (" (provisional)" if kit.get("provisional") else ""))
 
 
 # -- the batch ------------------------------------------------------------------------------------
@@ -320,10 +321,27 @@ def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] |
                       f"{len(entries) - len(todo)} unchanged since graded, {len(todo)} to grade, {jobs} at a time")
         if not todo:
             console.print(f"nothing to grade; results in {out / RESULTS}")
-            return 0
-        return _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console, started)
+            status = 0
+        else:
+            status = _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console, started)
+        _write_junit(out, [e.student for e in entries])
+        return status
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _write_junit(out: Path, students: list[str]) -> None:
+    """OUT/junit.xml: one test suite per student of this run with a readable result."""
+    from .junit import junit_xml
+
+    results = {}
+    for student in students:
+        try:
+            results[student] = GradingResult.from_gradescope_dict(json.loads((out / RESULTS / f"{student}.json")
+                                                                             .read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    write_atomic(out / JUNIT, junit_xml(results))
 
 
 def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: Path, options: dict[str, Any],
@@ -349,8 +367,9 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
                         errors.append((futures[future].student, f"result not written: {exc}"))
                     if data is not None:
                         done += 1
-                        if data["batch"]["status"] != "graded":
-                            errors.append((data["batch"]["student"], str(data.get("grader_error", ""))))
+                        record = kit_data(data)
+                        if record["batch"]["status"] != "graded":
+                            errors.append((record["batch"]["student"], str(record.get("grader_error", ""))))
                         progress.console.print(_summary_line(data), highlight=False)
                     progress.update(task, advance=1, errors=len(errors))
     except KeyboardInterrupt:
@@ -373,7 +392,7 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
 def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str | None = None, gpu: str = "auto",
          seed: int = 0, problems: list[str] | None = None, profile: str = "grading", budget_seconds: float = 900.0,
          call_seconds: float = 30.0, memory_mb: int = 4096, timeout_seconds: float = 1200.0,
-         retry_errors: bool = False, grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
+         retry_errors: bool = False, not_run: str = "exclude", grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
     """Grade every submission in a folder (or class archive) into ``out``; 0 done, 2 cannot start, 130 stopped."""
     from rich.console import Console
 
@@ -391,7 +410,7 @@ def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str
         return 2
     options = {"gpu": gpu, "seed": seed, "problems": sorted(problems) if problems else None, "profile": profile,
                "budget_seconds": budget_seconds, "call_seconds": call_seconds, "memory_mb": memory_mb,
-               "kit_version": __version__}
+               "not_run": not_run, "kit_version": __version__}
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if in_main else None
     try:

@@ -33,6 +33,10 @@ def _left_out(parts: tuple[str, ...], path: Path) -> bool:
     return (parts[0] in LEFT_OUT or "__pycache__" in parts or path.suffix == ".pyc"
             or (parts[0] == "mutants" and path.suffix == ".toml"))
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+TESTED_TORCH = "torch==2.13.0"  # the version the kit's tests ran with; --torch changes it
+GRADESCOPE_MEMORY_MB, GRADESCOPE_SECONDS = 768, 600  # Gradescope's default container: 768 MB, 10 minutes
+WORKER_MEMORY_SHARE = 0.6  # of the container's memory: the worker's cap (the judge and grader take the rest)
+BUDGET_SHARE = 0.9  # of Gradescope's timeout: the per-submission budget (interpreter start-up and margin)
 STAMP = (2020, 1, 1, 0, 0, 0)
 
 
@@ -40,8 +44,9 @@ class BundleError(ValueError):
     """The bundle cannot be written (bad target, kit files missing)."""
 
 
-def _config(gpu: str, profile: str, torch: str, torch_index_url: str) -> str:
-    values = {"KIT_GPU": gpu, "KIT_PROFILE": profile, "KIT_TORCH": torch, "KIT_TORCH_INDEX": torch_index_url}
+def _config(gpu: str, profile: str, torch: str, torch_index_url: str, memory_mb: int, budget_seconds: float) -> str:
+    values = {"KIT_GPU": gpu, "KIT_PROFILE": profile, "KIT_TORCH": torch, "KIT_TORCH_INDEX": torch_index_url,
+              "KIT_MEMORY_MB": str(memory_mb), "KIT_BUDGET_SECONDS": f"{budget_seconds:g}"}
     lines = ["# Written by `grader gradescope-bundle`; each value can be overridden by the environment."]
     lines += [f': "${{{key}={_quote(value)}}}"' for key, value in values.items()]
     return "\n".join(lines) + "\n"
@@ -73,12 +78,13 @@ def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fal
     bundle.writestr(info, data)
 
 
-def build(out: Path, *, gpu: str = "auto", profile: str = "grading", torch: str = "torch",
-          torch_index_url: str = CPU_TORCH_INDEX, kit: Path = KIT_ROOT) -> Path:
+def build(out: Path, *, gpu: str = "auto", profile: str = "grading", torch: str = TESTED_TORCH,
+          torch_index_url: str = CPU_TORCH_INDEX, memory_mb: int = int(WORKER_MEMORY_SHARE * GRADESCOPE_MEMORY_MB),
+          budget_seconds: float = BUDGET_SHARE * GRADESCOPE_SECONDS, kit: Path = KIT_ROOT) -> Path:
     """Write the autograder zip to ``out``; returns it."""
     if out.suffix != ".zip":
         raise BundleError(f"{out}: the bundle is a .zip file")
-    config = _config(gpu, profile, torch, torch_index_url)
+    config = _config(gpu, profile, torch, torch_index_url, memory_mb, budget_seconds)
     files = kit_files(kit)
     out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.name}.tmp")
@@ -95,16 +101,20 @@ def build(out: Path, *, gpu: str = "auto", profile: str = "grading", torch: str 
     return out
 
 
-def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = "torch",
-         torch_index_url: str = CPU_TORCH_INDEX) -> int:
+def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = TESTED_TORCH,
+         torch_index_url: str = CPU_TORCH_INDEX, memory_mb: int = int(WORKER_MEMORY_SHARE * GRADESCOPE_MEMORY_MB),
+         budget_seconds: float = BUDGET_SHARE * GRADESCOPE_SECONDS) -> int:
     """Write the bundle; 0 when written, 2 when it could not be."""
     try:
-        path = build(Path(out), gpu=gpu, profile=profile, torch=torch, torch_index_url=torch_index_url)
+        path = build(Path(out), gpu=gpu, profile=profile, torch=torch, torch_index_url=torch_index_url,
+                     memory_mb=memory_mb, budget_seconds=budget_seconds)
     except (BundleError, OSError) as exc:
         print(f"grader gradescope-bundle: {exc}", file=sys.stderr)
         return 2
     with zipfile.ZipFile(path) as bundle:
         count = len(bundle.namelist())
     print(f"wrote {path} ({count} files, {path.stat().st_size >> 10} KiB): upload it as the Gradescope "
-          f"autograder (Ubuntu base image); GPU mode {gpu}, hypothesis profile {profile}")
+          f"autograder (Ubuntu 22.04 base image; {GRADESCOPE_MEMORY_MB} MB and {GRADESCOPE_SECONDS // 60} minutes "
+          f"or more); GPU mode {gpu}, hypothesis profile {profile}, {torch}, worker memory {memory_mb} MB, "
+          f"budget {budget_seconds:g} s")
     return 0

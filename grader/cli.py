@@ -12,47 +12,51 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from . import arguments
+from .results import NOT_RUN_MODES, VISIBILITIES
+
 
 def _defaults(module: str) -> dict[str, Any]:
     return importlib.import_module(f"grader.{module}").main.__kwdefaults__ or {}
-
-
-def _problems(text: str) -> list[str]:
-    keys = [part.strip().upper() for part in text.split(",") if part.strip()]
-    bad = [k for k in keys if k not in {f"P{i}" for i in range(1, 9)}]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown problem(s) {', '.join(bad)}: use P1..P8, comma-separated")
-    return keys
 
 
 def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
     parser.add_argument("--gpu", choices=("auto", "require", "off"), default=defaults["gpu"],
                         help="auto: run GPU tests when CUDA is present (else 'not run', grade provisional); "
                              "require: fail fast without CUDA; off: never run them")
-    parser.add_argument("--seed", type=int, default=defaults["seed"], help="hypothesis seed (reproducible grading)")
-    parser.add_argument("--problems", type=_problems, default=defaults["problems"], help="only these, e.g. P1,P3")
-    parser.add_argument("--budget-seconds", type=float, default=defaults["budget_seconds"],
+    parser.add_argument("--seed", type=arguments.seed, default=defaults["seed"], help="hypothesis seed (reproducible grading)")
+    parser.add_argument("--problems", type=arguments.problems, default=defaults["problems"], help="only these, e.g. P1,P3")
+    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults["budget_seconds"],
                         help="time budget for one whole submission")
-    parser.add_argument("--call-seconds", type=float, default=defaults["call_seconds"],
+    parser.add_argument("--call-seconds", type=arguments.seconds, default=defaults["call_seconds"],
                         help="wall-clock limit of one call into student code")
-    parser.add_argument("--memory-mb", type=int, default=defaults["memory_mb"], help="worker memory cap (resident)")
+    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"], help="worker memory cap (resident)")
     parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
                         help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
+    parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults["not_run"],
+                        help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
+                             "possible points) or zero (0 out of their points); never shown as failures")
 
 
 def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("grade")
     parser = sub.add_parser("grade", help="grade one submission in a sandboxed worker")
     parser.add_argument("submission", help="folder with an assignment/ package, folder of modules, or .zip")
-    parser.add_argument("--out", type=Path, default=defaults["out"], help="write Gradescope results.json here")
-    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="judge sessions in parallel")
+    parser.add_argument("--out", type=arguments.output_file, default=defaults["out"], help="write Gradescope results.json here")
+    parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="judge sessions in parallel")
     parser.add_argument("--in-process", action="store_true",
                         help="UNSAFE: run student code inside the judge (debugging the kit only; never to grade)")
+    parser.add_argument("--junit", type=arguments.output_file, default=defaults["junit"],
+                        help="also write JUnit XML here (one testcase per hidden test)")
+    parser.add_argument("--visibility", choices=VISIBILITIES, default=defaults["visibility"],
+                        help="Gradescope visibility of the results and every test (e.g. after_due_date)")
+    parser.add_argument("--verbose", action="store_true", help="print the isolation obtained in full")
     _grading_options(parser, defaults)
     return lambda a: importlib.import_module("grader.grade").main(
         a.submission, out=a.out, gpu=a.gpu, jobs=a.jobs, seed=a.seed, in_process=a.in_process,
         budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        problems=a.problems, profile=a.profile)
+        problems=a.problems, profile=a.profile, not_run=a.not_run, visibility=a.visibility, junit=a.junit,
+        verbose=a.verbose)
 
 
 def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -71,25 +75,15 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("selfcheck")
     parser = sub.add_parser("selfcheck", help="prove the kit: reference 100, stubs 0, mutants killed, attacks "
                                               "contained, release clean")
-    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="gradings in parallel")
+    parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="gradings in parallel")
     parser.add_argument("--full", action="store_true", help="grade every problem for every mutant")
     parser.add_argument("--quick", action="store_true", help="the attack subset CI runs (see README)")
     parser.add_argument("--mutants", type=lambda s: s.split(","), default=defaults["mutants"],
                         help="only these mutant ids or problems (comma-separated)")
-    parser.add_argument("--sections", type=lambda s: s.split(","), default=defaults["sections"],
+    parser.add_argument("--sections", type=arguments.sections, default=defaults["sections"],
                         help="independence,reference,stubs,mutants,attacks,release (default: all)")
     return lambda a: importlib.import_module("grader.selfcheck").main(
         jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections)
-
-
-def _shard(text: str) -> str:
-    from .batch import parse_shard
-
-    try:
-        parse_shard(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -98,26 +92,26 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
                                           "resumable, shardable")
     parser.add_argument("submissions", help="folder with one entry per student (a folder or a .zip; its name is "
                                             "the student id), or a .zip/.tar.gz of such a folder")
-    parser.add_argument("--out", type=Path, required=True, help="results go to OUT/results/<student>.json")
-    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="submissions graded at once")
-    parser.add_argument("--shard", type=_shard, default=defaults["shard"],
+    parser.add_argument("--out", type=arguments.output_folder, required=True, help="results go to OUT/results/<student>.json")
+    parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="submissions graded at once")
+    parser.add_argument("--shard", type=arguments.shard, default=defaults["shard"],
                         help="grade only shard I of N (I/N, 1-based): students whose id hashes to it")
-    parser.add_argument("--timeout-seconds", type=float, default=defaults["timeout_seconds"],
+    parser.add_argument("--timeout-seconds", type=arguments.seconds, default=defaults["timeout_seconds"],
                         help="wall-clock limit for one submission (then it is stopped: an error row)")
     parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
     _grading_options(parser, defaults)
     return lambda a: importlib.import_module("grader.batch").main(
         a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
         profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors)
+        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run)
 
 
 def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("gradebook")
     parser = sub.add_parser("gradebook", help="merge batch result folders (shards, re-runs) into a CSV, a summary "
                                               "and a histogram")
-    parser.add_argument("folders", nargs="+", metavar="OUT_DIR", help="batch output folders (or folders holding them)")
-    parser.add_argument("--csv", type=Path, default=defaults["csv"],
+    parser.add_argument("folders", nargs="+", type=arguments.existing_folder, metavar="OUT_DIR", help="batch output folders (or folders holding them)")
+    parser.add_argument("--csv", type=arguments.csv_file, default=defaults["csv"],
                         help="the gradebook; the summary (.md) and histogram (.png) are written beside it")
     return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv)
 
@@ -125,22 +119,46 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("bundle")
     parser = sub.add_parser("gradescope-bundle", help="write a Gradescope autograder zip grading through the judge")
-    parser.add_argument("out", help="the .zip to write")
+    parser.add_argument("out", type=arguments.zip_file, help="the .zip to write")
     parser.add_argument("--gpu", choices=("auto", "require", "off"), default=defaults["gpu"],
                         help="GPU mode of run_autograder (Gradescope has no GPU: auto marks grades provisional)")
     parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"], help="hypothesis profile")
     parser.add_argument("--torch", default=defaults["torch"], help="what setup.sh pip-installs for torch")
     parser.add_argument("--torch-index-url", default=defaults["torch_index_url"],
                         help="package index for torch ('' for PyPI's default)")
+    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"],
+                        help="worker memory cap (default: 60%% of Gradescope's 768 MB container)")
+    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults["budget_seconds"],
+                        help="per-submission budget, a hard wall (default: 90%% of Gradescope's 10 minutes)")
     return lambda a: importlib.import_module("grader.bundle").main(
-        a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url)
+        a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url,
+        memory_mb=a.memory_mb, budget_seconds=a.budget_seconds)
 
 
+def _call_within_budget(args: argparse.Namespace) -> None:
+    call, budget = getattr(args, "call_seconds", None), getattr(args, "budget_seconds", None)
+    if call is not None and budget is not None and call > budget:
+        raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
+
+
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget]  # checks across options
 COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle]
 
 
+class UsageError(Exception):
+    """A bad command line: reported on one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is raised (to be reported on one line) rather than printed with the usage."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grader", description="Instructor tooling for the resource-accounting kit")
+    parser = _Parser(prog="grader", description="Instructor tooling for the resource-accounting kit",
+                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     handlers = {}
     for command in COMMANDS:
@@ -148,13 +166,46 @@ def build_parser() -> argparse.ArgumentParser:
         handler = command(sub)
         for name in set(sub.choices) - before:
             handlers[name] = handler
+            sub.choices[name].allow_abbrev = False
     parser.set_defaults(_handlers=handlers)
     return parser
 
 
+def _results_file(argv: list[str]) -> Path | None:
+    """``grade``'s --out, when the command line names a usable one (to hold an "Autograder failed" result)."""
+    if not argv or argv[0] != "grade":
+        return None
+    for index, arg in enumerate(argv):
+        value = arg[len("--out="):] if arg.startswith("--out=") else (
+            argv[index + 1] if arg == "--out" and index + 1 < len(argv) else None)
+        if value is not None:
+            try:
+                return arguments.output_file(value)
+            except argparse.ArgumentTypeError:
+                return None
+    return None
+
+
+def _refuse(argv: list[str], message: str) -> int:
+    from .results import GradingResult, write_json_atomic
+
+    out = _results_file(argv)
+    if out is not None:
+        positional = [a for a in argv[1:] if not a.startswith("-")]
+        write_json_atomic(out, GradingResult.failed(positional[0] if positional else "",
+                                                    f"bad command line: {message}").to_gradescope_dict())
+    print(" ".join(message.split()), file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        for check in CHECKS:
+            check(args)
+    except UsageError as exc:
+        return _refuse(argv, str(exc))
     try:
         return args._handlers[args.command](args)
     except KeyboardInterrupt:

@@ -20,11 +20,18 @@ from pathlib import Path
 
 from .plugin import NOT_JUDGED, SUITE_FILE
 from .problems import PROBLEMS
-from .results import GradingResult, TestResult, write_json_atomic
+from .results import GradingResult, TestResult, write_atomic, write_json_atomic
 from .submission import SubmissionError, stage
 
 HIDDEN = Path(__file__).resolve().parent / "hidden"
 KIT_ROOT = Path(__file__).resolve().parents[1]
+
+
+BUDGET_MESSAGE = "not run: this submission used up its time budget"
+JUDGE_RESERVE = (15.0, 0.15)  # seconds (plus one call), share of the time left: kept from the judges' own
+# budget for their start-up, the call in flight and shut-down, so that they normally end, with a result per
+# test, before the wall
+REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the table
 
 
 class GradingError(RuntimeError):
@@ -37,11 +44,17 @@ def hidden_suites(problems: list[str] | None = None, hidden: Path = HIDDEN) -> l
     return [path for key in wanted for path in sorted(hidden.glob(f"test_{key.lower()}_*.py"))]
 
 
+def _judge_budget(left: float, call_seconds: float) -> float:
+    """The judges' own time budget, out of the ``left`` seconds before the wall."""
+    return max(1.0, left - max(JUDGE_RESERVE[0] + call_seconds, JUDGE_RESERVE[1] * left))
+
+
 def _judge_command(files: list[Path], package: Path, outcomes: Path, options: dict) -> list[str]:
     command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.plugin", "-q", "--assert=plain",
                "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
                "--submission", str(package), "--outcomes", str(outcomes), "--gpu", options["gpu"],
-               "--call-seconds", str(options["call_seconds"]), "--budget-seconds", str(options["budget_seconds"]),
+               "--call-seconds", str(options["call_seconds"]),
+               "--budget-seconds", str(_judge_budget(options["deadline"] - time.monotonic(), options["call_seconds"])),
                "--memory-mb", str(options["memory_mb"]), "--hypothesis-profile", options["profile"],
                "--hypothesis-seed", str(options["seed"])]
     for path in options["masks"]:
@@ -49,9 +62,30 @@ def _judge_command(files: list[Path], package: Path, outcomes: Path, options: di
     return command + (["--in-process"] if options["in_process"] else [])
 
 
+def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
+    """Wait for every process until ``deadline``; kill those still running then. Returns their indexes."""
+    stopped = set()
+    for index, process in enumerate(processes):
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            stopped.add(index)
+    return stopped
+
+
+def _over_budget(files: list[Path]) -> dict:
+    """The outcomes of a judge session stopped at the budget wall: each of its problems failed, 0 points."""
+    keys = [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
+    return {"outcomes": [dict(problem=key, module=PROBLEMS[key].module, name="(whole problem)",
+                              points=float(PROBLEMS[key].points), status="failed", message=BUDGET_MESSAGE,
+                              nodeid=f"{key}::budget") for key in keys]}
+
+
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options: dict) -> list[dict]:
-    """Run one judge session per group, all at once; returns each session's report (fail closed:
-    see ``_session_report``)."""
+    """Run one judge session per group, all at once, until the budget wall; returns each session's
+    report (fail closed: see ``_session_report``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))}
     sessions = []
     for index, files in enumerate(groups):
@@ -61,14 +95,14 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options:
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
         sessions.append((process, files, outcomes, log))
     try:
-        for process, *_ in sessions:
-            process.wait()
+        stopped = _stop_at([process for process, *_ in sessions], options["deadline"])
     finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call
         for process, *_ in sessions:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    return [_session_report(process.returncode, files, outcomes, log) for process, files, outcomes, log in sessions]
+    return [_over_budget(files) if index in stopped else _session_report(process.returncode, files, outcomes, log)
+            for index, (process, files, outcomes, log) in enumerate(sessions)]
 
 
 def _session_report(exit_code: int, files: list[Path], outcomes: Path, log: Path) -> dict:
@@ -104,7 +138,7 @@ def _split(files: list[Path], jobs: int) -> list[list[Path]]:
 
 def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
     notes = set()
-    if any("time budget" in t.message for t in tests):
+    if any("time budget" in t.message for t in tests):  # BUDGET_MESSAGE, or the judges' own
         notes.add("This submission used up its time budget; the tests after that point were not run.")
     for report in reports:
         if report.get("import_error"):
@@ -115,9 +149,12 @@ def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
 def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int = 0, in_process: bool = False,
           budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
           problems: list[str] | None = None, profile: str = "grading", masks: tuple[Path, ...] = (),
-          hidden: Path = HIDDEN) -> GradingResult:
-    """Grade one submission; raises SubmissionError when it cannot be read, GradingError on bad options."""
-    started = time.monotonic()
+          hidden: Path = HIDDEN, started: float | None = None) -> GradingResult:
+    """Grade one submission within ``budget_seconds`` of ``started`` (default: now), start-up included.
+
+    Raises SubmissionError when the submission cannot be read, GradingError on bad options.
+    """
+    started = time.monotonic() if started is None else started
     if gpu == "require":
         import torch
 
@@ -129,7 +166,7 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
     workdir = Path(tempfile.mkdtemp(prefix="kit-judge-"))
     try:
         package = stage(submission, workdir / "staged")
-        options = dict(gpu=gpu, seed=seed, in_process=in_process, budget_seconds=budget_seconds,
+        options = dict(gpu=gpu, seed=seed, in_process=in_process, deadline=started + budget_seconds - REPORT_SECONDS,
                        call_seconds=call_seconds, memory_mb=memory_mb, profile=profile,
                        masks=[*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir])
         reports = _run_judges(_split(files, jobs), package, workdir, options)
@@ -144,8 +181,9 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
 
 def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: int = 1, seed: int = 0,
          in_process: bool = False, budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
-         problems: list[str] | None = None, profile: str = "grading") -> int:
-    """Grade, write results.json, print the table; 0 when grading completed, 2 when it could not."""
+         problems: list[str] | None = None, profile: str = "grading", not_run: str = "exclude",
+         visibility: str = "visible", junit: Path | None = None, verbose: bool = False) -> int:
+    """Grade, write results.json (and JUnit XML), print the table; 0 when grading completed, 2 when it could not."""
     from rich.console import Console
 
     from .report import print_result
@@ -156,18 +194,26 @@ def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: i
         with console.status(f"grading {submission} ({jobs} judge session{'s' if jobs > 1 else ''})..."):
             result = grade(submission, gpu=gpu, jobs=jobs, seed=seed, in_process=in_process,
                            budget_seconds=budget_seconds, call_seconds=call_seconds, memory_mb=memory_mb,
-                           problems=problems, profile=profile, masks=(out.resolve(),) if out else ())
+                           problems=problems, profile=profile, masks=(out.resolve(),) if out else (),
+                           started=started)
     except (SubmissionError, GradingError) as exc:
-        if out:
-            write_json_atomic(out, GradingResult.failed(str(submission), str(exc),
-                                                        time.monotonic() - started).to_gradescope_dict())
+        result = GradingResult.failed(str(submission), str(exc), time.monotonic() - started)
+        _write(result, out, junit, not_run, visibility)
         print(f"grader grade: cannot grade {submission}: {exc}", file=sys.stderr)
         return 2
-    if out:
-        write_json_atomic(out, result.to_gradescope_dict())
-    print_result(result)
+    print_result(result, verbose=verbose)
+    _write(result, out, junit, not_run, visibility)
     if result.error:
         print(f"grader grade: {result.error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _write(result: GradingResult, out: Path | None, junit: Path | None, not_run: str, visibility: str) -> None:
+    from .junit import junit_xml
+
+    if out:
+        write_json_atomic(out, result.to_gradescope_dict(not_run=not_run, visibility=visibility))
+    if junit:
+        write_atomic(junit, junit_xml({Path(result.submission).name or "submission": result}))
 

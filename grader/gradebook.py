@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .problems import PROBLEMS
-from .results import GradingResult, TestResult, write_atomic
+from .results import GradingResult, TestResult, kit_data, write_atomic
 
 COLUMNS = ("student", "total", *PROBLEMS, "provisional", "status", "graded_at")
 MOST_FAILED = 10
@@ -86,8 +86,9 @@ def read_record(path: Path) -> Record:
         result = GradingResult.from_gradescope_dict(data)
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise GradebookError(f"{path}: not a results file ({exc.__class__.__name__}: {exc})") from None
-    record: dict[str, Any] = data.get("batch") or {}
-    status = record.get("status") or ("error" if data.get("grader_error") else "graded")
+    kit = kit_data(data)
+    record: dict[str, Any] = kit.get("batch") or {}
+    status = record.get("status") or ("error" if kit.get("grader_error") else "graded")
     problems = result.problems()
     graded = status == "graded"
     return Record(
@@ -95,7 +96,7 @@ def read_record(path: Path) -> Record:
         max_score=result.max_score,
         problems=tuple(p.score if graded and p.total else None for p in problems.values()),
         provisional=result.provisional, graded_at=record.get("graded_at", ""),
-        content_hash=record.get("content_hash", ""), error=str(data.get("grader_error", "")), tests=result.tests,
+        content_hash=record.get("content_hash", ""), error=str(kit.get("grader_error", "")), tests=result.tests,
         source=str(path.resolve()))
 
 

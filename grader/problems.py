@@ -1,4 +1,4 @@
-"""The problem set's fixed facts (PROBLEMS.md): keys, modules, titles and points."""
+"""The problem set's fixed facts (docs/PROBLEMS.md): keys, modules, titles and points."""
 
 from __future__ import annotations
 

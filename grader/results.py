@@ -1,9 +1,14 @@
 """The results model: one graded submission, and the only code that writes results.json.
 
 ``TestResult`` and ``GradingResult`` are frozen plain data. ``to_gradescope_dict`` builds
-Gradescope's format (score, execution_time, output, tests[]) plus the kit's own keys
-(problems, provisional, isolation, kit_version). A grading failure still yields a file: a
-visible "Autograder failed" entry, its details kept out of the students' view.
+Gradescope's documented format (score, execution_time, output, visibility, stdout_visibility,
+tests[], extra_data; schema in ``results.schema.json``): the kit's own facts (per-problem
+scores, isolation, kit version, grader error) live under ``extra_data``, and each test's under
+its own ``extra_data``, so that nothing is written twice and the file can be read back. A
+grading failure still yields a file: a visible "Autograder failed" entry, its details kept out
+of the students' view. Tests not run (GPU tests without a GPU) say so and are not failures:
+``not_run="exclude"`` leaves their points out of the possible points, ``"zero"`` counts them
+as 0 out of their points.
 """
 
 from __future__ import annotations
@@ -11,15 +16,19 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .problems import PROBLEMS
 
-STATUSES = ("passed", "failed", "not_run", "error")  # error: not judged (grading failed; regrade)
+STATUSES = ("passed", "failed", "not_run", "error")  # error: the grader failed on this test (regrade)
+NOT_RUN_MODES = ("exclude", "zero")
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 FAILED_ENTRY = "Autograder failed"
+ERROR_OUTPUT = "grading failed, regrade: the grader could not judge this test; your instructor has the details."
+SCHEMA = Path(__file__).resolve().parent / "results.schema.json"
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,8 @@ class ProblemScore:
     passed: int
     total: int
     first_failure: str
+    not_run_tests: int = 0
+    errors: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,20 +88,22 @@ class GradingResult:
         scores = {}
         for key, name in PROBLEMS.items():
             mine = [t for t in self.tests if t.problem == key]
-            failures = [t for t in mine if t.status == "failed"]
+            failures = [t for t in mine if t.status in ("failed", "error")]
             scores[key] = ProblemScore(
                 name=name.module, score=round(sum(t.score for t in mine), 4),
                 max_score=sum(t.points for t in mine), not_run=sum(t.points for t in mine if t.status == "not_run"),
                 passed=sum(t.status == "passed" for t in mine), total=len(mine),
-                first_failure=f"{failures[0].name}: {failures[0].message}" if failures else "")
+                first_failure=f"{failures[0].name}: {_output(failures[0])}" if failures else "",
+                not_run_tests=sum(t.status == "not_run" for t in mine), errors=sum(t.status == "error" for t in mine))
         return scores
 
     @classmethod
     def failed(cls, submission: str, error: str, execution_time: float = 0.0) -> GradingResult:
         return cls(tests=(), submission=submission, error=error, execution_time=execution_time)
 
-    def to_gradescope_dict(self) -> dict[str, Any]:
-        tests = [_gradescope_test(t) for t in self.tests]
+    def to_gradescope_dict(self, not_run: str = "exclude", visibility: str = "visible") -> dict[str, Any]:
+        """Gradescope's results.json; ``not_run`` (exclude|zero) says how tests not run count."""
+        tests = [_gradescope_test(t, not_run, visibility) for t in self.tests]
         if self.error:
             tests.insert(0, {"name": FAILED_ENTRY, "score": 0, "max_score": 0, "status": "failed",
                              "output": "The grader could not finish grading this submission; your instructor "
@@ -104,34 +117,69 @@ class GradingResult:
             "score": self.score,
             "execution_time": round(self.execution_time, 2),
             "output": "\n".join(summary),
-            "visibility": "visible",
+            "visibility": visibility,
             "stdout_visibility": "hidden",
             "tests": tests,
-            "problems": {key: {"name": p.name, "score": p.score, "max_score": p.max_score, "not_run": p.not_run}
-                         for key, p in self.problems().items()},
-            "provisional": self.provisional,
-            "isolation": dict(self.isolation),
-            "kit_version": __version__,
-            "submission": self.submission,
-            "grader_error": self.error,
-            "kit_tests": [asdict(t) for t in self.tests],
+            "extra_data": {
+                "kit_version": __version__,
+                "submission": self.submission,
+                "problems": {key: {"name": p.name, "score": p.score, "max_score": p.max_score, "not_run": p.not_run}
+                             for key, p in self.problems().items()},
+                "provisional": self.provisional,
+                "not_run": not_run,
+                "isolation": dict(self.isolation),
+                "notes": list(self.notes),
+                "grader_error": self.error,
+            },
         }
 
     @classmethod
     def from_gradescope_dict(cls, data: dict[str, Any]) -> GradingResult:
         """Rebuild from a results.json written by ``to_gradescope_dict`` (for merging and reports)."""
-        return cls(tests=tuple(TestResult(**t) for t in data.get("kit_tests", [])),
-                   submission=data.get("submission", ""), isolation=dict(data.get("isolation", {})),
-                   execution_time=float(data.get("execution_time", 0.0)), error=data.get("grader_error", ""),
-                   notes=tuple(line for line in data.get("output", "").splitlines()[1:]
-                               if not line.startswith("Provisional:")))
+        extra = kit_data(data)
+        return cls(tests=tuple(_kit_test(t) for t in data.get("tests", []) if "extra_data" in t),
+                   submission=extra.get("submission", ""), isolation=dict(extra.get("isolation", {})),
+                   execution_time=float(data.get("execution_time", 0.0)), error=extra.get("grader_error", ""),
+                   notes=tuple(extra.get("notes", ())))
 
 
-def _gradescope_test(test: TestResult) -> dict[str, Any]:
-    output = test.message if test.status != "passed" else ""
-    return {"name": f"{test.problem} {test.module}: {test.name}", "score": test.score, "max_score": test.points,
-            "status": "passed" if test.status == "passed" else "failed", "output": output,
-            "visibility": "visible", "tags": [test.problem] + (["gpu"] if test.gpu else [])}
+def kit_data(data: dict[str, Any]) -> dict[str, Any]:
+    """The kit's own part of a results.json (``extra_data``), empty when there is none."""
+    extra = data.get("extra_data")
+    return extra if isinstance(extra, dict) else {}
+
+
+def _output(test: TestResult) -> str:
+    """What a student reads under a test: nothing when passed, the reason otherwise."""
+    if test.status == "passed":
+        return ""
+    if test.status == "error":
+        return ERROR_OUTPUT
+    if test.status == "not_run":
+        return test.message if test.message.lower().startswith("not run") else f"not run: {test.message}"
+    return test.message
+
+
+def _gradescope_test(test: TestResult, not_run: str, visibility: str) -> dict[str, Any]:
+    kit = {"problem": test.problem, "module": test.module, "test": test.name, "points": test.points,
+           "status": test.status, "duration": round(test.duration, 3), "gpu": test.gpu, "nodeid": test.nodeid}
+    output = _output(test)
+    if output != test.message:
+        kit["message"] = test.message
+    entry = {"name": f"{test.problem} {test.module}: {test.name}", "score": test.score,
+             "max_score": 0 if test.status == "not_run" and not_run == "exclude" else test.points,
+             "output": output, "visibility": visibility, "tags": [test.problem] + (["gpu"] if test.gpu else []),
+             "extra_data": kit}
+    if test.status != "not_run":  # Gradescope knows passed and failed only: a test not run is neither
+        entry["status"] = "passed" if test.status == "passed" else "failed"
+    return entry
+
+
+def _kit_test(entry: dict[str, Any]) -> TestResult:
+    kit = entry["extra_data"]
+    return TestResult(problem=kit["problem"], module=kit["module"], name=kit["test"], points=float(kit["points"]),
+                      status=kit["status"], message=kit.get("message", entry.get("output", "")),
+                      duration=float(kit.get("duration", 0.0)), gpu=bool(kit.get("gpu")), nodeid=kit.get("nodeid", ""))
 
 
 def write_atomic(path: Path, data: bytes) -> None:

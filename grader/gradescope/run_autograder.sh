@@ -6,6 +6,7 @@
 #   AUTOGRADER_ROOT (/autograder)  KIT_SOURCE ($AUTOGRADER_ROOT/source)
 #   KIT_SUBMISSION ($AUTOGRADER_ROOT/submission)  KIT_RESULTS ($AUTOGRADER_ROOT/results/results.json)
 #   KIT_PYTHON ($KIT_VENV/bin/python, KIT_VENV=$AUTOGRADER_ROOT/venv)  KIT_GPU  KIT_PROFILE
+#   KIT_MEMORY_MB (worker memory cap)  KIT_BUDGET_SECONDS (per-submission wall, start-up included)
 #   KIT_GRADER_ARGS (more arguments for `grader grade`, e.g. "--problems P1")
 set -uo pipefail
 
@@ -22,7 +23,7 @@ mkdir -p "$(dirname "$RESULTS")"
 rm -f "$RESULTS"
 cd "$SOURCE/kit" || exit 1
 PYTHONPATH="$SOURCE/kit" "$PYTHON" -m grader grade "$SUBMISSION" --out "$RESULTS" --gpu "$KIT_GPU" \
-    --profile "$KIT_PROFILE" "${EXTRA[@]}"
+    --profile "$KIT_PROFILE" --memory-mb "$KIT_MEMORY_MB" --budget-seconds "$KIT_BUDGET_SECONDS" "${EXTRA[@]}"
 status=$?
 
 if [ ! -s "$RESULTS" ]; then  # the grader could not even start: still a visible, well-formed result
@@ -31,7 +32,7 @@ if [ ! -s "$RESULTS" ]; then  # the grader could not even start: still a visible
  "output": "The grader could not finish grading this submission; your instructor has the details.",
  "tests": [{"name": "Autograder failed", "score": 0, "max_score": 0, "status": "failed", "visibility": "visible",
             "output": "The grader could not finish grading this submission; your instructor has the details. Your score may be incomplete."}],
- "grader_error": "run_autograder: the grader exited with status $status and wrote no results"}
+ "extra_data": {"kit_version": "unknown", "grader_error": "run_autograder: the grader exited with status $status and wrote no results"}}
 JSON
     echo "run_autograder: the grader exited with status $status and wrote no results" >&2
 fi

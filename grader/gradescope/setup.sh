@@ -9,6 +9,13 @@ SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$SOURCE/config.sh"
 VENV="${KIT_VENV:-${AUTOGRADER_ROOT:-/autograder}/venv}"
 
+# The grader needs Python 3.10 or newer (Gradescope's Ubuntu 22.04 image has 3.10; 20.04 has 3.8).
+if command -v python3 >/dev/null && ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    echo "setup.sh: the grader needs Python 3.10 or newer, this image has $(python3 -V 2>&1):" \
+         "choose the Ubuntu 22.04 (or newer) base image in the autograder settings, or install a newer" \
+         "python3 in this script before the virtual environment is made" >&2
+    exit 1
+fi
 if ! command -v python3 >/dev/null || ! python3 -c "import ensurepip, venv" 2>/dev/null; then
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv python3-pip

@@ -23,7 +23,10 @@ filled in when a submission is written.
 from __future__ import annotations
 
 import ast
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 

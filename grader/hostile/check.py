@@ -49,6 +49,7 @@ from rich.table import Table
 from ..grade import HIDDEN, KIT_ROOT, hidden_suites
 from ..problems import PROBLEMS
 from ..release.assert_no_leak import secret_lines
+from ..results import GradingResult, TestResult, kit_data
 from ..sandbox import UID_BASE, UID_SPAN
 from . import Attack, defaults, load, materialize, materialize_control, reference
 
@@ -288,12 +289,16 @@ class Graded:
     digest: str
 
     @property
+    def tests(self) -> tuple[TestResult, ...]:
+        return GradingResult.from_gradescope_dict(self.data).tests if self.data else ()
+
+    @property
     def statuses(self) -> dict[str, str]:
-        return {t["nodeid"]: t["status"] for t in (self.data or {}).get("kit_tests", [])}
+        return {t.nodeid: t.status for t in self.tests}
 
     @property
     def messages(self) -> list[str]:
-        return [t.get("message", "") for t in (self.data or {}).get("kit_tests", [])]
+        return [t.message for t in self.tests]
 
     @property
     def score(self) -> float:
@@ -360,11 +365,10 @@ def _results_fact(graded: Graded, later_digest: str, control: Graded) -> tuple[b
     data = graded.data
     if graded.returncode != 0 or data is None:
         return False, f"no results (exit {graded.returncode}): {graded.stderr[-300:]}"
-    tests = data.get("kit_tests", [])
-    passed = round(sum(t["points"] for t in tests if t["status"] == "passed"), 4)
-    problems = []
-    if "kit_version" not in data or data.get("grader_error"):
-        problems.append(f"not a completed grading ({data.get('grader_error', 'no kit_version')})")
+    passed = round(sum(t.points for t in graded.tests if t.status == "passed"), 4)
+    problems, kit = [], kit_data(data)
+    if "kit_version" not in kit or kit.get("grader_error"):
+        problems.append(f"not a completed grading ({kit.get('grader_error', 'no kit_version')})")
     if data.get("score") != passed:
         problems.append(f"score {data.get('score')} is not the {passed} points of its passed tests")
     if set(graded.statuses) != set(control.statuses):
@@ -430,7 +434,7 @@ def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: 
         row.facts["leaks"] = _leak_fact(graded, control.text + plain.text, secrets_)
         contacted = listener.contacted()
         row.facts["network"] = (not contacted, "unreached" if not contacted else f"reached by {', '.join(contacted)}")
-        row.isolation = dict((graded.data or {}).get("isolation", {}))
+        row.isolation = dict(kit_data(graded.data or {}).get("isolation", {}))
     except Exception as exc:  # noqa: BLE001 - a broken check is a failed row, not a crash of the table
         row.facts["check"] = (False, f"{type(exc).__name__}: {exc}")
     finally:

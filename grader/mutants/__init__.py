@@ -8,7 +8,10 @@ One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables w
 from __future__ import annotations
 
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -15,6 +15,7 @@ import pytest
 from grader.grade import hidden_suites
 from grader.hostile import edit
 from grader.problems import MODULES, PROBLEMS
+from grader.results import GradingResult
 
 KIT = Path(__file__).resolve().parents[2]
 GRADED = next((key for key in PROBLEMS if hidden_suites([key])), None)
@@ -37,7 +38,7 @@ def reference_copy(root: Path) -> Path:
 def assert_refused(run: subprocess.CompletedProcess, data: dict, reason: str) -> None:
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and reason in run.stderr, run.stderr
-    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed" and reason in data["grader_error"]
+    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed" and reason in data["extra_data"]["grader_error"]
 
 
 def test_missing_path(tmp_path):
@@ -93,12 +94,13 @@ def test_modules_that_do_not_import_fail_every_call_with_the_reason(tmp_path, ho
             path.write_text(edit(path.read_text(), module, prepend=how))  # after the __future__ import
     run, data = grade(tmp_path / "submission", tmp_path / "results.json", "--problems", GRADED)
     assert run.returncode == 0, run.stderr[-2000:]
-    failed = [t for t in data["kit_tests"] if t["status"] == "failed"]
-    explained = [t for t in failed if f"importing {PROBLEMS[GRADED].module}.py failed: {reason}" in t["message"]]
-    assert explained, [t["message"][:200] for t in failed]
-    assert data["score"] < data["problems"][GRADED]["max_score"]
+    tests = GradingResult.from_gradescope_dict(data).tests
+    failed = [t for t in tests if t.status == "failed"]
+    explained = [t for t in failed if f"importing {PROBLEMS[GRADED].module}.py failed: {reason}" in t.message]
+    assert explained, [t.message[:200] for t in failed]
+    assert data["score"] < data["extra_data"]["problems"][GRADED]["max_score"]
     if reason == "SyntaxError":  # nothing runs and nothing parses: every test fails
-        assert data["score"] == 0 and len(failed) == len(data["kit_tests"])
+        assert data["score"] == 0 and len(failed) == len(tests)
 
 
 @pytest.mark.skipif(GRADED is None, reason="no hidden suite yet")

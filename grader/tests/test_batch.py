@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -22,7 +23,8 @@ import torch
 from _classroom import FAKE_GRADE, KIT, grade_class, make_class, package, results
 
 from grader import batch, gradebook
-from grader.cli import build_parser
+from grader.problems import PROBLEMS
+from grader.cli import UsageError, build_parser
 
 
 def _rows_without_time(csv_path: Path) -> list[list[str]]:
@@ -128,7 +130,7 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
     assert not _leftover_judges(str(folder)), "a judge outlived the interrupted batch"
 
     kept = results(out)
-    assert 2 <= len(kept) < 10 and all(r["batch"]["status"] == "graded" for r in kept.values())
+    assert 2 <= len(kept) < 10 and all(r["extra_data"]["batch"]["status"] == "graded" for r in kept.values())
     assert not [p for p in (out / "results").iterdir() if p.suffix != ".json"], "a half-written file was left"
     before = {p.name: p.read_bytes() for p in (out / "results").glob("*.json")}
 
@@ -173,7 +175,7 @@ def test_rerun_regrades_exactly_what_changed(tmp_path, monkeypatch):
     log.unlink()
     assert grade_class(folder, out, seed=7) == 0 and _graded_log(log) == []  # error rows stand...
     assert grade_class(folder, out, seed=7, retry_errors=True) == 0 and _graded_log(log) == ["erin"]  # ...unless asked
-    assert results(out)["erin"]["batch"]["status"] == "error"
+    assert results(out)["erin"]["extra_data"]["batch"]["status"] == "error"
     log.unlink()
 
     monkeypatch.setattr(batch, "_cuda_available", lambda: False)
@@ -203,17 +205,20 @@ def test_every_kind_of_breakage_is_an_error_row_and_the_batch_goes_on(tmp_path, 
     assert time.monotonic() - started < 60
     rows = results(out)
     assert set(rows) == {"alice", "hang", "crash", "garbage", "twice", "broken"}
-    assert rows["alice"]["batch"]["status"] == "graded" and rows["alice"]["score"] == 98
-    errors = {s: r["grader_error"] for s, r in rows.items() if r["batch"]["status"] == "error"}
+    assert rows["alice"]["extra_data"]["batch"]["status"] == "graded" and rows["alice"]["score"] == 98
+    errors = {s: r["extra_data"]["grader_error"] for s, r in rows.items() if r["extra_data"]["batch"]["status"] == "error"}
     assert set(errors) == {"hang", "crash", "garbage", "twice", "broken"}
     assert "longer than 3 s" in errors["hang"] and "exited with code 1" in errors["crash"]
     assert "the judge fell over" in errors["crash"] and "no readable results" in errors["garbage"]
     assert "twice, twice.zip" in errors["twice"] and "zip" in errors["broken"]
     for row in rows.values():  # each a well-formed results.json with the visible failure entry
-        assert row["score"] == 0 or row["batch"]["status"] == "graded"
-        assert row["batch"]["status"] == "graded" or row["tests"][0]["name"] == "Autograder failed"
+        assert row["score"] == 0 or row["extra_data"]["batch"]["status"] == "graded"
+        assert row["extra_data"]["batch"]["status"] == "graded" or row["tests"][0]["name"] == "Autograder failed"
     assert not _leftover_judges(str(folder)), "the timed-out judge was not killed"
     assert "the judge fell over" in (out / "logs" / "crash.log").read_text()
+    suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().findall("testsuite")}
+    assert set(suites) == set(rows) and suites["hang"].find("testcase").get("name") == "Autograder failed"
+    assert {c.get("classname") for c in suites["alice"].findall("testcase")} == set(PROBLEMS)
 
 
 def test_a_class_archive_is_graded_like_the_folder(tmp_path):
@@ -228,8 +233,8 @@ def test_a_class_archive_is_graded_like_the_folder(tmp_path):
     assert grade_class(folder, tmp_path / "a") == 0 and grade_class(archive, tmp_path / "b") == 0
     a, b = results(tmp_path / "a"), results(tmp_path / "b")
     assert set(a) == set(b) == {"alice", "bob", "carol"}
-    assert {s: (r["score"], r["batch"]["content_hash"]) for s, r in a.items()} == \
-           {s: (r["score"], r["batch"]["content_hash"]) for s, r in b.items()}
+    assert {s: (r["score"], r["extra_data"]["batch"]["content_hash"]) for s, r in a.items()} == \
+           {s: (r["score"], r["extra_data"]["batch"]["content_hash"]) for s, r in b.items()}
 
 
 # -- the command line -----------------------------------------------------------------------------
@@ -239,9 +244,8 @@ def test_cli_defaults_are_the_python_defaults_and_bad_input_is_refused(tmp_path,
     for name, default in batch.main.__kwdefaults__.items():
         if hasattr(args, name) and name != "out":
             assert getattr(args, name) == default, name
-    with pytest.raises(SystemExit):
+    with pytest.raises(UsageError, match="I must be between 1 and N"):
         build_parser().parse_args(["batch", "x", "--out", "y", "--shard", "0/3"])
-    assert "I must be between 1 and N" in capsys.readouterr().err
     assert batch.main(str(tmp_path / "nope"), out=tmp_path / "out") == 2
     assert "no such folder" in capsys.readouterr().err
 
@@ -260,9 +264,9 @@ def test_real_grading_of_a_small_class(tmp_path):
     (folder / "bob").mkdir()
     assert grade_class(folder, tmp_path / "out", grade_command=batch.GRADE_COMMAND, problems=["P1"], profile="ci") == 0
     rows = results(tmp_path / "out")
-    assert rows["alice"]["batch"]["status"] == "graded"
-    assert rows["alice"]["score"] == rows["alice"]["problems"]["P1"]["max_score"] == 12
-    assert rows["bob"]["batch"]["status"] == "error" and "no assignment package" in rows["bob"]["grader_error"]
+    assert rows["alice"]["extra_data"]["batch"]["status"] == "graded"
+    assert rows["alice"]["score"] == rows["alice"]["extra_data"]["problems"]["P1"]["max_score"] == 12
+    assert rows["bob"]["extra_data"]["batch"]["status"] == "error" and "no assignment package" in rows["bob"]["extra_data"]["grader_error"]
 
 
 def test_throughput_benchmark_reports_a_ratio():

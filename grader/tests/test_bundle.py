@@ -72,11 +72,11 @@ def test_run_autograder_grades_the_submission_through_the_judge(autograder_zip, 
     autograder = layout(tmp_path, autograder_zip, KIT / "solutions")
     run, results = run_autograder(autograder)
     assert run.returncode == 0, run.stderr
-    assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 12 and not results["grader_error"]
-    assert results["problems"]["P1"] == {"name": "memory", "score": 12, "max_score": 12, "not_run": 0}
+    assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 12 and not results["extra_data"]["grader_error"]
+    assert results["extra_data"]["problems"]["P1"] == {"name": "memory", "score": 12, "max_score": 12, "not_run": 0}
     assert all({"name", "score", "max_score", "status"} <= test.keys() for test in results["tests"])
-    assert results["isolation"], "the judge reports the isolation it obtained"
-    assert results["submission"] == str(autograder / "submission")
+    assert results["extra_data"]["isolation"], "the judge reports the isolation it obtained"
+    assert results["extra_data"]["submission"] == str(autograder / "submission")
 
 
 def test_run_autograder_reports_an_ungradable_submission(autograder_zip, tmp_path):
@@ -84,7 +84,7 @@ def test_run_autograder_reports_an_ungradable_submission(autograder_zip, tmp_pat
     run, results = run_autograder(autograder)
     assert run.returncode == 0
     assert results["score"] == 0 and results["tests"][0]["name"] == "Autograder failed"
-    assert "no assignment package" in results["grader_error"]
+    assert "no assignment package" in results["extra_data"]["grader_error"]
 
 
 def test_run_autograder_writes_results_even_when_the_grader_cannot_start(autograder_zip, tmp_path):
@@ -92,7 +92,7 @@ def test_run_autograder_writes_results_even_when_the_grader_cannot_start(autogra
     run, results = run_autograder(autograder, KIT_PYTHON=str(tmp_path / "no-python"))
     assert run.returncode == 0
     assert GRADESCOPE_KEYS <= results.keys() and results["score"] == 0
-    assert results["tests"][0]["name"] == "Autograder failed" and "status 127" in results["grader_error"]
+    assert results["tests"][0]["name"] == "Autograder failed" and "status 127" in results["extra_data"]["grader_error"]
 
 
 def test_config_records_the_choices_and_the_environment_overrides_them(tmp_path):
@@ -104,6 +104,34 @@ def test_config_records_the_choices_and_the_environment_overrides_them(tmp_path)
                            env={**os.environ, "KIT_GPU": "require"}, capture_output=True, text=True).stdout
     assert shown.strip() == "require ci"
     assert bundle.main(str(tmp_path / "b.txt")) == 2
+
+
+def test_default_bundle_fits_gradescopes_default_container_and_pins_the_tested_torch(tmp_path):
+    out = tmp_path / "b.zip"
+    assert bundle.main(str(out)) == 0
+    config = zipfile.ZipFile(out).read("config.sh").decode()
+    assert ': "${KIT_TORCH=torch==2.13.0}"' in config  # a pinned version, not whatever is newest
+    memory = int(config.split("KIT_MEMORY_MB=")[1].split("}")[0])
+    budget = float(config.split("KIT_BUDGET_SECONDS=")[1].split("}")[0])
+    assert memory < bundle.GRADESCOPE_MEMORY_MB and budget < bundle.GRADESCOPE_SECONDS
+    assert bundle.main(str(out), memory_mb=300, budget_seconds=120) == 0
+    config = zipfile.ZipFile(out).read("config.sh").decode()
+    assert ': "${KIT_MEMORY_MB=300}"' in config and ': "${KIT_BUDGET_SECONDS=120}"' in config
+
+
+def test_setup_refuses_a_python_older_than_3_10_with_what_to_do(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nif [ \"$1\" = -V ]; then echo Python 3.8.10; exit 0; fi\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copy(KIT / "grader" / "gradescope" / "setup.sh", source / "setup.sh")
+    (source / "config.sh").write_text("")
+    run = subprocess.run(["bash", str(source / "setup.sh")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "KIT_VENV": str(tmp_path / "v")})
+    assert run.returncode == 1 and "needs Python 3.10 or newer" in run.stderr and "Python 3.8.10" in run.stderr
+    assert "Ubuntu 22.04" in run.stderr and not (tmp_path / "v").exists()
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,9 @@ KIT = Path(__file__).resolve().parents[2]
 
 
 def grader(*args: str, cwd: Path = KIT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(KIT)}
     return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
 
 
 def test_missing_submission_exits_2_with_one_line_and_a_results_file(tmp_path):
@@ -26,7 +28,7 @@ def test_missing_submission_exits_2_with_one_line_and_a_results_file(tmp_path):
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and "no such file or folder" in run.stderr
     data = json.loads(out.read_text())
-    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed" and "nope" in data["grader_error"]
+    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed" and "nope" in data["extra_data"]["grader_error"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -35,9 +37,72 @@ def test_gpu_require_fails_fast_without_cuda():
     assert run.returncode == 2 and "no CUDA device" in run.stderr
 
 
-def test_bad_arguments_are_usage_errors():
-    run = grader("grade", "solutions", "--problems", "P9")
-    assert run.returncode == 2 and "P1..P8" in run.stderr
+BAD_GRADE_ARGUMENTS = [
+    (["--jobs", "0"], "--jobs: must be at least 1"),
+    (["--jobs", "-1"], "--jobs: must be at least 1"),
+    (["--jobs", "two"], "--jobs: expected an integer"),
+    (["--problems", "P9"], "P1..P8"),
+    (["--problems", ","], "no problem given"),
+    (["--seed", "-3"], "--seed: must be a whole number"),
+    (["--seed", "1.5"], "--seed: expected an integer"),
+    (["--budget-seconds", "0"], "--budget-seconds: must be more than 0"),
+    (["--budget-seconds", "nan"], "--budget-seconds: expected a finite number"),
+    (["--call-seconds", "-1"], "--call-seconds: must be more than 0"),
+    (["--call-seconds", "60", "--budget-seconds", "30"], "--call-seconds 60 exceeds --budget-seconds 30"),
+    (["--memory-mb", "10"], "--memory-mb: must be at least"),
+    (["--gpu", "maybe"], "--gpu: invalid choice"),
+    (["--profile", "fast"], "--profile: invalid choice"),
+    (["--no-such-option"], "unrecognized arguments"),
+    (["--ou", "x.json"], "unrecognized arguments"),  # no abbreviations: --ou is not --out
+]
+
+
+@pytest.mark.parametrize("bad, reason", BAD_GRADE_ARGUMENTS, ids=[" ".join(b) for b, _ in BAD_GRADE_ARGUMENTS])
+def test_bad_grade_argument_is_refused_on_one_line_with_a_results_file(tmp_path, bad, reason):
+    out = tmp_path / "deep" / "results.json"
+    run = grader("grade", "solutions", "--out", str(out), *bad)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and reason in run.stderr, run.stderr
+    data = json.loads(out.read_text())
+    assert data["score"] == 0 and data["tests"][0]["name"] == "Autograder failed"
+
+
+@pytest.mark.parametrize("out", ["", "DIR", "DIR/", "FILE/results.json"])
+def test_unusable_out_is_refused_before_grading(tmp_path, out):
+    (tmp_path / "FILE").write_text("a file, not a folder")
+    (tmp_path / "DIR").mkdir()
+    run = grader("grade", "solutions", "--out", out.replace("DIR", str(tmp_path / "DIR"))
+                 .replace("FILE", str(tmp_path / "FILE")), "--budget-seconds", "1")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--out" in run.stderr, run.stderr
+    assert sorted(p.name for p in (tmp_path / "DIR").iterdir()) == []
+
+
+BAD_OTHER_ARGUMENTS = [
+    (["batch", "x", "--out", "OUT", "--jobs", "0"], "--jobs: must be at least 1"),
+    (["batch", "x", "--out", "OUT", "--shard", "3/2"], "--shard: I must be between 1 and N"),
+    (["batch", "x", "--out", "OUT", "--shard", "a"], "--shard: expected I/N"),
+    (["batch", "x", "--out", "OUT", "--timeout-seconds", "0"], "--timeout-seconds: must be more than 0"),
+    (["batch", "x", "--out", "FILE"], "exists and is not a folder"),
+    (["batch", "x"], "the following arguments are required: --out"),
+    (["gradebook", "NOWHERE"], "no such folder"),
+    (["gradebook", "OUT", "--csv", "OUT"], "is a folder"),
+    (["gradebook", "OUT", "--csv", "book.txt"], "expected a .csv file name"),
+    (["gradescope-bundle", "OUT"], "is a folder"),
+    (["gradescope-bundle", "bundle.tar"], "the bundle is a .zip file"),
+    (["selfcheck", "--jobs", "0"], "--jobs: must be at least 1"),
+    (["selfcheck", "--sections", "everything"], "unknown section(s) everything"),
+    (["no-such-command"], "invalid choice"),
+    ([], "the following arguments are required: COMMAND"),
+]
+
+
+@pytest.mark.parametrize("argv, reason", BAD_OTHER_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_OTHER_ARGUMENTS])
+def test_bad_argument_of_every_command_is_refused_on_one_line(tmp_path, argv, reason):
+    (tmp_path / "OUT").mkdir()
+    (tmp_path / "FILE").write_text("x")
+    run = grader(*argv, cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and reason in run.stderr, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE", "OUT"] and not any((tmp_path / "OUT").iterdir())
 
 
 def test_cli_defaults_are_the_python_defaults():

@@ -27,8 +27,9 @@ def outcomes(p1: int = 12, p3: tuple[str, ...] = ("passed", "passed")) -> tuple[
 def write(folder: Path, student: str, result: GradingResult, *, digest: str = "",
           graded_at: str = "2026-01-01T10:00:00+00:00", status: str | None = None) -> Path:
     data = result.to_gradescope_dict()
-    data["batch"] = {"student": student, "content_hash": digest or f"sha256:{student:0<64}",
-                     "status": status or ("error" if result.error else "graded"), "graded_at": graded_at}
+    data["extra_data"]["batch"] = {"student": student, "content_hash": digest or f"sha256:{student:0<64}",
+                     "status": status or ("error" if result.error else "graded"), "graded_at": graded_at,
+                                   "options": {}}
     path = folder / "results" / f"{student}.json"
     write_json_atomic(path, data)
     return path
@@ -153,6 +154,6 @@ def test_summary_and_histogram(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
-def test_cli_defaults_are_the_python_defaults():
-    args = build_parser().parse_args(["gradebook", "a", "b"])
-    assert args.folders == ["a", "b"] and args.csv == gradebook.main.__kwdefaults__["csv"]
+def test_cli_defaults_are_the_python_defaults(tmp_path):
+    args = build_parser().parse_args(["gradebook", str(tmp_path), str(tmp_path)])
+    assert args.folders == [tmp_path, tmp_path] and args.csv == gradebook.main.__kwdefaults__["csv"]

@@ -14,6 +14,7 @@ import pytest
 
 from grader import hostile
 from grader.hostile import check
+from grader.results import GradingResult, TestResult
 
 KIT = Path(__file__).resolve().parents[2]
 VALUES = {"MARKER": "kit-hostile-test", "PORT": "9", "CALL_SECONDS": "4"}
@@ -86,8 +87,11 @@ def test_processes_left_behind_are_found():
 
 
 def _graded(statuses: dict[str, str], score: float, text: str = "") -> check.Graded:
-    tests = [{"nodeid": n, "status": s, "points": 1.0, "message": ""} for n, s in statuses.items()]
-    return check.Graded(0, 1.0, {"score": score, "kit_tests": tests, "output": "", "kit_version": "x"}, text, "", "")
+    tests = tuple(TestResult(problem="P1", module="memory", name=n, points=1.0, status=s, nodeid=n)
+                  for n, s in statuses.items())
+    data = GradingResult(tests=tests).to_gradescope_dict()
+    data["score"] = score
+    return check.Graded(0, 1.0, data, text, "", "")
 
 
 def test_points_gained_or_lost_are_found():
