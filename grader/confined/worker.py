@@ -65,7 +65,7 @@ def _student_module(package: str, module_name: str) -> ModuleType:
             detail = f"{type(exc).__name__}: {exc}"
         except BaseException:  # noqa: BLE001 - a hostile __str__
             detail = type(exc).__name__
-        raise ImportError(f"importing {module_name}.py failed: {detail}") from None
+        raise ImportError(f"importing {package}/{module_name}.py failed: {detail}") from None
 
 
 def _resolve(package: str, dotted: str) -> tuple[ModuleType, Any]:

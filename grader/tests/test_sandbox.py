@@ -305,7 +305,7 @@ def test_import_errors_never_pass_for_the_function_s_own_exceptions(tmp_path):
     finally:
         worker.close()
     assert isinstance(raised, wire.Raised) and raised.is_a(ImportError) and not raised.is_a(ValueError)
-    assert "importing tricks.py failed: ValueError: at import" in raised.message
+    assert "importing assignment/tricks.py failed: ValueError: at import" in raised.message
 
 
 def test_a_slow_package_import_counts_against_the_call(tmp_path):
