@@ -83,17 +83,34 @@ def int_overflow_hint(got: Any, expected: Any) -> str:
     return ""
 
 
+def same_value(got: Any, expected: Any) -> bool:
+    """Equal, with the same types all the way down: an int is a Python int (not a float, a bool or a
+    numpy integer), a tuple a tuple (not a list or a torch.Size); NaN equals NaN and 0.0 is not -0.0."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, (tuple, list)):
+        return len(got) == len(expected) and all(map(same_value, got, expected))
+    if isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(same_value(got[k], expected[k]) for k in expected)
+    if isinstance(expected, float) and (math.isnan(expected) or expected == 0):
+        return (math.isnan(got) == math.isnan(expected) and (math.isnan(got) or got == 0)
+                and math.copysign(1, got) == math.copysign(1, expected))
+    return bool(got == expected)
+
+
+def type_names(value: Any) -> str:
+    """The types inside a value: ``tuple[float, float]``."""
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}[{', '.join(map(type_names, value))}]"
+    return type(value).__name__
+
+
 def check_equal(fn: Callable[..., Any], *args: Any, expected: Any, why: str = "", **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs) == expected`` with the same type (an int is not a float, a tuple not a list)."""
+    """``fn(*args, **kwargs) == expected`` with the same types inside (an int is not a float, a tuple not a list)."""
     got = call(fn, *args, **kwargs)
-    same = type(got) is type(expected) and got == expected
-    if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected):
-        same = math.isnan(got) and math.copysign(1, got) == math.copysign(1, expected)
-    elif isinstance(expected, float) and isinstance(got, float) and expected == 0:
-        same = got == 0 and math.copysign(1, got) == math.copysign(1, expected)
-    if not same:
-        complain(describe_call(fn, args, kwargs), f"{show(got)} ({type(got).__name__})",
-                 f"{show(expected)} ({type(expected).__name__})", section_of(fn), why, int_overflow_hint(got, expected))
+    if not same_value(got, expected):
+        complain(describe_call(fn, args, kwargs), f"{show(got)} ({type_names(got)})",
+                 f"{show(expected)} ({type_names(expected)})", section_of(fn), why, int_overflow_hint(got, expected))
     return got
 
 
