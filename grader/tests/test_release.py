@@ -75,3 +75,12 @@ def test_public_tests_in_the_release_all_fail_on_the_stubs(release):
     table = lines.index(next(line for line in lines if "public tests per problem" in line))
     assert lines.index(summary) < table and lines[-1].startswith("Passing the public tests"), run.stdout[-2000:]
     assert "handout.md sections): memory.bytes_per_element" in run.stdout
+
+
+def test_setup_offers_the_cpu_wheel_and_names_the_python_versions(release):
+    for name in ("README.md", "handout.md"):
+        text = (release / name).read_text()
+        assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text, name
+        assert "Python 3.10 to 3.13" in text, name
+    dependencies = re.findall(r'^    "([a-z]+)', (release / "pyproject.toml").read_text(), flags=re.MULTILINE)
+    assert sorted(dependencies) == ["einops", "hypothesis", "jaxtyping", "numpy", "pytest", "torch"]
