@@ -7,7 +7,8 @@ to read (``module.function``, the heading used in handout.md).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+import textwrap
+from typing import Any, Callable, NoReturn
 
 import pytest
 import torch
@@ -20,13 +21,18 @@ def section_of(fn: Callable[..., Any]) -> str:
     return f"{module.rsplit('.', 1)[-1]}.{qualname.split('.')[0]}"
 
 
+class NotImplementedYet(pytest.fail.Exception):
+    """The failure of a test that reached a stub (counted as "not implemented", not shown one by one)."""
+
+
 def show(value: Any, limit: int = 300) -> str:
-    """A short, readable repr (tensors show dtype, shape and a few values)."""
+    """A short, readable one-line repr (tensors show dtype, shape and a few values)."""
     if isinstance(value, torch.Tensor):
         text = f"tensor(dtype={value.dtype}, shape={tuple(value.shape)}, device={value.device}, values={value.detach().flatten()[:6].tolist()}{'...' if value.numel() > 6 else ''})"
     else:
         text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    one_line = textwrap.shorten(text, limit, placeholder=" ...")
+    return one_line if len(one_line) > 4 else " ".join(text.split())[: limit - 3] + "..."
 
 
 def describe_call(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None) -> str:
@@ -34,36 +40,77 @@ def describe_call(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None 
     return f"{section_of(fn)}({', '.join(parts)})"
 
 
-def complain(call: str, got: Any, expected: str, section: str, why: str = "") -> None:
-    """Fail the test with the standard four-line message."""
+def complain(call: str, got: Any, expected: str, section: str, why: str = "", hint: str = "") -> NoReturn:
+    """Fail the test with the standard message: called, returned, expected, [why], [hint], read."""
     lines = [f"called:   {call}", f"returned: {got}", f"expected: {expected}"]
     if why:
         lines.append(f"why:      {why}")
+    if hint:
+        lines.append(f"hint:     {hint}")
     lines.append(f"read:     handout.md, section '{section}'")
-    pytest.fail("\n".join(lines), pytrace=False)
+    raise pytest.fail.Exception("\n".join(lines), pytrace=False) from None  # no chained copy of a caught error
+
+
+def not_implemented(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: NotImplementedError) -> NoReturn:
+    raise NotImplementedYet(f"{describe_call(fn, args, kwargs)}: {exc}", pytrace=False) from None
 
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a student function; an exception becomes a readable failure."""
+    """Call a student function; an exception becomes a readable failure (without the chained traceback)."""
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
-        pytest.fail(f"{describe_call(fn, args, kwargs)} is not implemented yet: {exc}", pytrace=False)
+        not_implemented(fn, args, kwargs, exc)
     except Exception as exc:  # noqa: BLE001 - any student exception becomes a failure message
-        complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}", "a value, no exception", section_of(fn))
+        complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}", "a value, no exception",
+                 section_of(fn))
+
+
+def largest_difference(got: torch.Tensor, want: torch.Tensor) -> tuple[tuple[int, ...], float, float]:
+    """Where two same-shaped tensors differ most: (index, got there, wanted there), as plain numbers."""
+    difference = (got.detach().cpu().double() - want.detach().cpu().double()).abs()
+    difference = torch.where(torch.isnan(difference), torch.full_like(difference, math.inf), difference)
+    flat = int(difference.flatten().argmax()) if difference.numel() else 0
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)) if got.dim() else ()
+    return index, got.detach().cpu()[index].item(), want.detach().cpu()[index].item()
+
+
+def int_overflow_hint(got: Any, expected: Any) -> str:
+    """A hint when two ints differ by a multiple of 2**32: a count that wrapped around in int32."""
+    if type(got) is int and type(expected) is int and got != expected and (got - expected) % 2**32 == 0:
+        return ("the difference is a multiple of 2**32: a count computed in int32 (a torch or numpy integer) "
+                "wrapped around; compute with Python ints")
+    return ""
+
+
+def same_value(got: Any, expected: Any) -> bool:
+    """Equal, with the same types all the way down: an int is a Python int (not a float, a bool or a
+    numpy integer), a tuple a tuple (not a list or a torch.Size); NaN equals NaN and 0.0 is not -0.0."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, (tuple, list)):
+        return len(got) == len(expected) and all(map(same_value, got, expected))
+    if isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(same_value(got[k], expected[k]) for k in expected)
+    if isinstance(expected, float) and (math.isnan(expected) or expected == 0):
+        return (math.isnan(got) == math.isnan(expected) and (math.isnan(got) or got == 0)
+                and math.copysign(1, got) == math.copysign(1, expected))
+    return bool(got == expected)
+
+
+def type_names(value: Any) -> str:
+    """The types inside a value: ``tuple[float, float]``."""
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}[{', '.join(map(type_names, value))}]"
+    return type(value).__name__
 
 
 def check_equal(fn: Callable[..., Any], *args: Any, expected: Any, why: str = "", **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs) == expected`` with the same type (an int is not a float, a tuple not a list)."""
+    """``fn(*args, **kwargs) == expected`` with the same types inside (an int is not a float, a tuple not a list)."""
     got = call(fn, *args, **kwargs)
-    same = type(got) is type(expected) and got == expected
-    if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected):
-        same = math.isnan(got) and math.copysign(1, got) == math.copysign(1, expected)
-    elif isinstance(expected, float) and isinstance(got, float) and expected == 0:
-        same = got == 0 and math.copysign(1, got) == math.copysign(1, expected)
-    if not same:
-        complain(describe_call(fn, args, kwargs), f"{show(got)} ({type(got).__name__})",
-                 f"{show(expected)} ({type(expected).__name__})", section_of(fn), why)
+    if not same_value(got, expected):
+        complain(describe_call(fn, args, kwargs), f"{show(got)} ({type_names(got)})",
+                 f"{show(expected)} ({type_names(expected)})", section_of(fn), why, int_overflow_hint(got, expected))
     return got
 
 
@@ -87,17 +134,18 @@ def check_raises(exc_type: type[BaseException], fn: Callable[..., Any], *args: A
     try:
         got = fn(*args, **kwargs)
     except NotImplementedError as exc:
-        pytest.fail(f"{describe_call(fn, args, kwargs)} is not implemented yet: {exc}", pytrace=False)
+        not_implemented(fn, args, kwargs, exc)
     except exc_type:
         return
     except Exception as exc:  # noqa: BLE001
         complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}",
                  f"raises {exc_type.__name__}", section_of(fn), why)
-    else:
-        complain(describe_call(fn, args, kwargs), show(got), f"raises {exc_type.__name__}", section_of(fn), why)
+    complain(describe_call(fn, args, kwargs), show(got), f"raises {exc_type.__name__}", section_of(fn), why)
 
 
-def check_true(condition: bool, call_text: str, got: Any, expected: str, section: str, why: str = "") -> None:
-    """A free-form check for properties (stateful code, tensors compared in a custom way)."""
+def check_true(condition: bool, call_text: str, got: Any, expected: str, section: str, why: str = "",
+               hint: str = "") -> None:
+    """A free-form check for properties (stateful code, tensors compared in a custom way); a ``got``
+    that is a string describes what happened and is shown as it is, not quoted."""
     if not condition:
-        complain(call_text, show(got), expected, section, why)
+        complain(call_text, " ".join(got.split()) if isinstance(got, str) else show(got), expected, section, why, hint)

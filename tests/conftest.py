@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import re
 import sys
+import textwrap
+import traceback
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from hypothesis import Phase, settings
+
+from _kit import NotImplementedYet
 
 # No "explain" phase: on a failing property it reruns the test many times to point at lines,
 # which costs minutes on an unfinished module and adds nothing to the shrunk example shown.
@@ -26,6 +31,8 @@ settings.load_profile("public")
 MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 PROBLEMS = {f"P{i}": name for i, name in enumerate(MODULES, start=1)}
 _TEST_FILE = re.compile(r"test_(p\d)_")
+_SECTION = re.compile(r"section '([^']+)'")
+NOT_IMPLEMENTED = "not implemented"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +47,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _IMPL = pytest.StashKey[ModuleType]()
+
+
+def _shown_path(path: Path) -> str:
+    """A path as the student would type it: relative to the current folder when inside it."""
+    try:
+        return Path(os.path.relpath(path)).as_posix() if not os.path.relpath(path).startswith("..") else str(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
 
 
 def _load_package(impl: str) -> ModuleType:
@@ -68,10 +83,15 @@ def _load_package(impl: str) -> ModuleType:
 
 def _module(request: pytest.FixtureRequest, name: str) -> ModuleType:
     package = request.config.stash[_IMPL]
+    file = _shown_path(Path(list(package.__path__)[0]) / f"{name}.py")
     try:
         return importlib.import_module(f"{package.__name__}.{name}")
     except Exception as exc:  # noqa: BLE001 - a broken student module must read as a clear failure
-        pytest.fail(f"could not import {name}.py from {package.__name__}: {type(exc).__name__}: {exc}", pytrace=False)
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name == f"{name}.py"]
+        where = f" (line {frames[-1].lineno})" if frames and not isinstance(exc, SyntaxError) else ""
+        detail = str(exc).replace(f"{package.__name__}.", f"{Path(file).parent.name}.")
+        raise pytest.fail.Exception(f"{file} could not be imported: {type(exc).__name__}: {detail}{where}",
+                                    pytrace=False) from None
 
 
 def _module_fixture(name: str):
@@ -98,26 +118,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class ProblemTally:
-    """Counts public test outcomes per problem and prints a short table at the end."""
+    """Counts public test outcomes per problem and prints a short table as the very last output.
+
+    A test that fails because it reached a stub (``NotImplementedError``) is counted as "not
+    implemented": it still fails the run, but is not printed one by one; the table lists the
+    handout sections still to do instead.
+    """
 
     def __init__(self) -> None:
         self.counts: Counter = Counter()
+        self.todo: dict[str, None] = {}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.when == "call" and call.excinfo is not None \
+                and call.excinfo.errisinstance((NotImplementedYet, NotImplementedError)):
+            match = _SECTION.search(str(call.excinfo.value))
+            report.not_implemented = match.group(1) if match else str(call.excinfo.value).splitlines()[0]
+        return report
+
+    def pytest_report_teststatus(self, report: pytest.TestReport):
+        if getattr(report, "not_implemented", None):
+            return NOT_IMPLEMENTED, "N", ("NOT IMPLEMENTED", {"yellow": True})
+        return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         match = _TEST_FILE.search(report.nodeid)
         if match and (report.when == "call" or (report.when == "setup" and not report.passed)):
             problem = match.group(1).upper()
+            outcome = NOT_IMPLEMENTED if getattr(report, "not_implemented", None) else report.outcome
             self.counts[(problem, "total")] += 1
-            self.counts[(problem, report.outcome)] += 1
+            self.counts[(problem, outcome)] += 1
+            if outcome == NOT_IMPLEMENTED:
+                self.todo[report.not_implemented] = None
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
-        if not self.counts:
-            return
-        write = terminalreporter.write_line
-        terminalreporter.section("public tests per problem")
-        write(f"{'problem':<16}{'passed':>8}{'failed':>8}{'skipped':>9}{'total':>7}")
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session):
+        result = yield  # the terminal reporter's summary has been written: the table comes last
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if self.counts and reporter is not None:
+            self.write_table(reporter)
+        return result
+
+    def write_table(self, reporter) -> None:
+        write = reporter.write_line
+        reporter.section("public tests per problem")
+        columns = ("passed", "failed", NOT_IMPLEMENTED, "skipped", "total")
+        write(f"{'problem':<14}" + "".join(f"{c:>{len(c) + 2}}" for c in columns))
         for problem, module in PROBLEMS.items():
-            if total := self.counts[(problem, "total")]:
-                write(f"{problem + ' ' + module:<16}{self.counts[(problem, 'passed')]:>8}"
-                      f"{self.counts[(problem, 'failed')]:>8}{self.counts[(problem, 'skipped')]:>9}{total:>7}")
+            if self.counts[(problem, "total")]:
+                write(f"{problem + ' ' + module:<14}" + "".join(f"{self.counts[(problem, c)]:>{len(c) + 2}}" for c in columns))
+        if self.todo:
+            text = "Not implemented yet (handout.md sections): " + ", ".join(self.todo)
+            for line in textwrap.wrap(text, width=100, subsequent_indent="    "):
+                write(line)
         write("Passing the public tests is a good sign, not a grade: hidden tests check more (handout.md, 'Grading').")

@@ -144,6 +144,16 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+def timing_hint(got: object, want: float) -> str:
+    """Well-known timing mistakes consistent with a time far from an independent timing."""
+    if not isinstance(got, float):
+        return ""
+    if got < want:
+        return "a time this short often means a missing torch.cuda.synchronize() before stopping the clock"
+    return ("a time this long often means no warm-up (the first product pays for initialization), "
+            "inputs allocated inside the timed loop, or the total returned instead of the mean")
+
+
 def test_time_matmul_is_a_plausible_mean_on_cpu(flops, one_thread):
     m = k = n = 256
     got = min(call(flops.time_matmul, m, k, n, torch.float32, "cpu", repeats=8) for _ in range(3))
@@ -151,7 +161,8 @@ def test_time_matmul_is_a_plausible_mean_on_cpu(flops, one_thread):
     # CPU timings on a busy laptop vary a lot: accept a factor of 10 either way.
     check_true(isinstance(got, float) and want / 10 < got < want * 10,
                f"flops.time_matmul({m}, {k}, {n}, torch.float32, 'cpu', repeats=8)", got,
-               f"about {want:.2e} s (an independent timing), within a factor of 10", "flops.time_matmul")
+               f"about {want:.2e} s (an independent timing), within a factor of 10", "flops.time_matmul",
+               hint=timing_hint(got, want))
 
 
 def test_time_matmul_returns_the_mean_not_the_total(flops, one_thread):
@@ -190,7 +201,8 @@ def test_time_matmul_is_synchronized_on_gpu(flops):
     check_true(isinstance(got, float) and want / 3 < got < want * 3,
                f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", got,
                f"about {want:.2e} s (a synchronized timing)", "flops.time_matmul",
-               "far too fast means the clock stopped before the GPU finished: torch.cuda.synchronize()")
+               "far too fast means the clock stopped before the GPU finished: torch.cuda.synchronize()",
+               timing_hint(got, want))
 
 
 @pytest.mark.gpu

@@ -273,6 +273,7 @@ def test_sampling_a_1gib_file_costs_megabytes(data, tmp_path):
     path = tmp_path / "big.bin"
     with open(path, "wb") as f:
         f.truncate(1 << 30)  # sparse: 1 GiB of zero tokens that take no disk space
+    call(data.get_batch, call(data.load_tokens, path)[:10], 1, 2, "cpu")  # implemented at all?
     growth, problem = measure_growth(data, path)
     what = f"20 x {BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process"
     # A sampler that indexes the memmap maps about 64 KiB per window (~10 MiB here); reading the

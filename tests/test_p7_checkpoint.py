@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _kit import call, check_equal, check_raises, check_true
+from _kit import call, check_equal, check_raises, check_true, not_implemented
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
@@ -199,7 +199,7 @@ def test_failed_save_leaves_previous_checkpoint(checkpoint, tmp_path, monkeypatc
     try:
         checkpoint.save_checkpoint(model, optimizer, 2, path)
     except NotImplementedError as exc:
-        pytest.fail(f"{SAVE} is not implemented yet: {exc}", pytrace=False)
+        not_implemented(checkpoint.save_checkpoint, (model, optimizer, 2, path), {}, exc)
     except Exception:  # noqa: BLE001 - the injected OSError (or an error wrapping it) must propagate
         pass
     else:
@@ -243,7 +243,7 @@ def test_checkpoint_with_code_is_refused(checkpoint, tmp_path):
         try:
             fn(*args)
         except NotImplementedError as exc:
-            pytest.fail(f"{fn.__name__} is not implemented yet: {exc}", pytrace=False)
+            not_implemented(fn, args, {}, exc)
         except Exception:  # noqa: BLE001 - refusing is right (torch raises pickle.UnpicklingError)
             pass
         else:

@@ -15,6 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from grader.hidden._contract import plain_equal, type_tree
 from grader.session import StudentError
 
 SIZED_DTYPES = [
@@ -184,7 +185,8 @@ def test_float_layout(sub):
         mantissa = -int(math.log2(info.eps))  # eps = 2**-M for these six formats
         want = (1, info.bits - 1 - mantissa, mantissa)
         got = sub.call("memory.float_layout", dtype)
-        assert got == want and type(got) is tuple, f"memory.float_layout({dtype}) returned {got!r}, expected {want}"
+        assert plain_equal(got, want), (
+            f"memory.float_layout({dtype}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
 
 
 @pytest.mark.points(1)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from grader import wire
 from grader.drivers.strides import local_pairs, remote_pairs
+from grader.hidden._contract import plain_equal, type_tree
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
 
@@ -117,7 +118,8 @@ def test_contiguous_strides(sub, shape):
     """contiguous_strides matches torch.empty(shape).stride(), size-0 and size-1 dims included"""
     want = torch.empty(shape).stride()
     got = sub.call("strides.contiguous_strides", shape)
-    assert got == want and type(got) is tuple, f"strides.contiguous_strides({shape}) returned {got!r}, expected {want}"
+    assert plain_equal(got, want), (
+        f"strides.contiguous_strides({shape}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
 
 
 @pytest.mark.points(1)
@@ -132,7 +134,9 @@ def test_flat_index(sub, layout, data):
         index = tuple(data.draw(st.integers(-n, n - 1)) for n in shape)
         want = int(t[index])
         got = sub.call("strides.flat_index", index, shape, strides, offset)
-        assert got == want, f"strides.flat_index({index}, {shape}, {strides}, {offset}) returned {got!r}, expected {want}"
+        assert plain_equal(got, want), (
+            f"strides.flat_index({index}, {shape}, {strides}, {offset}) returned {got!r} ({type_tree(got)}), "
+            f"expected the int {want}")
     if offset == 0:
         zeros = (0,) * len(shape)
         got = sub.call("strides.flat_index", zeros, shape, strides)
@@ -174,7 +178,9 @@ def test_transpose(sub, layout, data):
     t = strided(shape, strides).transpose(dim0, dim1)
     want = (tuple(t.shape), t.stride())
     got = sub.call("strides.transpose", shape, strides, dim0, dim1)
-    assert got == want, f"strides.transpose({shape}, {strides}, {dim0}, {dim1}) returned {got!r}, expected {want}"
+    assert plain_equal(got, want), (
+        f"strides.transpose({shape}, {strides}, {dim0}, {dim1}) returned {got!r} ({type_tree(got)}), "
+        f"expected {want} (tuples of plain ints)")
     bad = data.draw(st.sampled_from([n, -n - 1, n + 3]))
     sub.raises(IndexError, "strides.transpose", shape, strides, 0, bad)
 
@@ -191,8 +197,9 @@ def test_slice_view(sub, layout, cuts):
         view = strided(shape, strides, offset)[(slice(None),) * (dim % n) + (slice(start, stop, step),)]
         want = (tuple(view.shape), view.stride(), view.storage_offset())
         got = sub.call("strides.slice_view", shape, strides, offset, dim, start, stop, step)
-        assert got == want, (
-            f"strides.slice_view({shape}, {strides}, {offset}, {dim}, {start}, {stop}, {step}) returned {got!r}, "
+        assert plain_equal(got, want), (
+            f"strides.slice_view({shape}, {strides}, {offset}, {dim}, {start}, {stop}, {step}) returned {got!r} "
+            f"({type_tree(got)}), "
             f"expected {want} (x[{'..., ' if dim % n else ''}{'' if start is None else start}:"
             f"{'' if stop is None else stop}:{step}] on dim {dim})")
     sub.raises(IndexError, "strides.slice_view", shape, strides, offset, n, 0, 1)
@@ -201,8 +208,8 @@ def test_slice_view(sub, layout, cuts):
 def check_view_strides(sub, shape: tuple, strides: tuple, new_shape: tuple) -> None:
     want = torch_view_strides(shape, strides, new_shape)
     got = sub.call("strides.view_strides", shape, strides, new_shape)
-    assert got == want, (
-        f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r}, expected {want} "
+    assert plain_equal(got, want), (
+        f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r} ({type_tree(got)}), expected {want} "
         f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
 
 

@@ -96,7 +96,7 @@ def test_modules_that_do_not_import_fail_every_call_with_the_reason(tmp_path, ho
     assert run.returncode == 0, run.stderr[-2000:]
     tests = GradingResult.from_gradescope_dict(data).tests
     failed = [t for t in tests if t.status == "failed"]
-    explained = [t for t in failed if f"importing {PROBLEMS[GRADED].module}.py failed: {reason}" in t.message]
+    explained = [t for t in failed if f"importing assignment/{PROBLEMS[GRADED].module}.py failed: {reason}" in t.message]
     assert explained, [t.message[:200] for t in failed]
     assert data["score"] < data["extra_data"]["problems"][GRADED]["max_score"]
     if reason == "SyntaxError":  # nothing runs and nothing parses: every test fails

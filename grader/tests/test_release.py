@@ -63,11 +63,24 @@ def test_public_tests_in_the_release_all_fail_on_the_stubs(release):
     collected = int(re.search(r"(\d+) tests? collected", run.stdout).group(1))
     run = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
                          cwd=release, env=env, capture_output=True, text=True, timeout=600)
-    summary = run.stdout.strip().splitlines()[-1]
+    lines = run.stdout.strip().splitlines()
+    summary = next(line for line in reversed(lines) if re.search(r" in [\d.]+s", line))
     assert run.returncode == 1, run.stdout[-2000:]
-    failed = int(re.search(r"(\d+) failed", summary).group(1))
-    skipped = int(m.group(1)) if (m := re.search(r"(\d+) skipped", summary)) else 0
+    counts = {kind: int(m.group(1)) if (m := re.search(rf"(\d+) {kind}", summary)) else 0
+              for kind in ("failed", "not implemented", "skipped")}
     assert "error" not in summary and "passed" not in summary, summary
-    assert failed + skipped == collected, summary
-    assert "public tests per problem" in run.stdout
-    assert "see handout.md, section" in run.stdout
+    assert sum(counts.values()) == collected and counts["not implemented"] > 0.9 * collected, summary
+    # Short: every stub failure is counted, not printed; no chained copies; the table comes last.
+    assert len(lines) < 100 and "During handling" not in run.stdout, f"{len(lines)} lines:\n{run.stdout[-3000:]}"
+    table = lines.index(next(line for line in lines if "public tests per problem" in line))
+    assert lines.index(summary) < table and lines[-1].startswith("Passing the public tests"), run.stdout[-2000:]
+    assert "handout.md sections): memory.bytes_per_element" in run.stdout
+
+
+def test_setup_offers_the_cpu_wheel_and_names_the_python_versions(release):
+    for name in ("README.md", "handout.md"):
+        text = (release / name).read_text()
+        assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text, name
+        assert "Python 3.10 to 3.13" in text, name
+    dependencies = re.findall(r'^    "([a-z]+)', (release / "pyproject.toml").read_text(), flags=re.MULTILINE)
+    assert sorted(dependencies) == ["einops", "hypothesis", "jaxtyping", "numpy", "pytest", "torch"]
