@@ -119,18 +119,19 @@ def library(sub: Submission, target: str, *args: Any, **kwargs: Any) -> Any:
 @contextlib.contextmanager
 def file_size_limit(sub: Submission, limit: int | None) -> Iterator[None]:
     """While the block runs, the worker's writes fail past ``limit`` bytes (EFBIG, as on a full
-    disk: Python ignores SIGXFSZ, so the write raises). The judge sets it on the worker (prlimit)."""
+    disk: Python ignores SIGXFSZ, so the write raises). Set by a library call the judge orders in
+    the worker (``resource.setrlimit``; the judge may lack the capability to prlimit a worker that
+    runs as another user): a submission that defuses it only makes its write succeed, which fails."""
     if limit is None:
         yield
         return
-    pid = sub.worker_pid()
-    before = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, before[1]))
+    soft, hard = library(sub, "resource.getrlimit", resource.RLIMIT_FSIZE)
+    library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (limit, hard))
     try:
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):  # a worker that died is restarted with its own limits
-            resource.prlimit(pid, resource.RLIMIT_FSIZE, before)
+        with contextlib.suppress(StudentError):  # a worker that died is restarted with its own limits
+            library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def _dtype_kwargs(dtype: Any) -> dict:

@@ -204,7 +204,7 @@ def test_save_tokens_is_atomic(sub, limit, count):
     assert raised is None and files == {"tokens.bin": want}, (
         f"data.save_tokens({count} tokens, path) over an existing file {raised_text(raised)} and left "
         f"{sorted(files)}; expected only tokens.bin, replaced by the {len(want)} new bytes")
-    # The judge lowers the worker's file-size limit from outside (prlimit) for the call.
+    # The judge lowers the worker's file-size limit for the call (a library call it orders there).
     raised, files = driver.save(sub, tokens, existing=existing, file_limit=limit)
     call = (f"data.save_tokens({count} tokens, path) with the disk full after {limit} bytes "
             "(the write fails with OSError: File too large)")
