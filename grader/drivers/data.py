@@ -1,0 +1,372 @@
+"""P6: token files staged and read by the judge, batches drawn in the worker, costs measured from outside.
+
+Everything here runs in the judge. Files go through the exchange folder (``sub.exchange()``):
+the judge writes the inputs and reads what the submission left, through descriptors that never
+follow a link the worker may have planted there. The worker runs only the submission's functions
+and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.random.default_rng``,
+``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.cuda.host_memory_stats``).
+What a call costs the worker's process is read by the judge from ``/proc/<worker pid>`` while and
+after it runs; every expected value is computed by the hidden suite from the tokens it owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import secrets
+import shutil
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from ..session import Remote, StudentError, Submission
+from ..wire import Raised
+
+MiB = 1 << 20
+KEPT_BYTES = MiB  # of each file the submission leaves: more is never needed to judge it
+SAMPLE_SECONDS = 0.001
+T = TypeVar("T")
+
+
+class Folder:
+    """A fresh folder in the exchange, owned like the exchange so that the worker may write in it.
+
+    The judge reaches it only through a descriptor opened without following links: a link or a
+    FIFO the worker puts there is never followed, read through or written through.
+    """
+
+    def __init__(self, sub: Submission) -> None:
+        exchange = sub.exchange()
+        top = os.open(exchange.host, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            owner = os.fstat(top)
+            name = f"p6-{secrets.token_hex(8)}"
+            os.mkdir(name, 0o700, dir_fd=top)
+            os.chown(name, owner.st_uid, owner.st_gid, dir_fd=top, follow_symlinks=False)
+            self.fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+        finally:
+            os.close(top)
+        self.owner = (owner.st_uid, owner.st_gid)
+        self.host, self.inside = exchange.host / name, exchange.path(name)
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+        shutil.rmtree(self.host, ignore_errors=True)
+
+    def path(self, name: str) -> str:
+        """``name`` in this folder, as the worker sees it."""
+        return f"{self.inside}/{name}"
+
+    def _create(self, name: str) -> int:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=self.fd)
+        os.fchown(fd, *self.owner)
+        return fd
+
+    def write(self, name: str, content: bytes) -> str:
+        """Write a file the worker may read, replace or rewrite; its path as the worker sees it."""
+        with os.fdopen(self._create(name), "wb") as f:
+            f.write(content)
+        return self.path(name)
+
+    def sparse(self, name: str, size: int) -> str:
+        """A file of ``size`` zero bytes that takes no space until read; its path as the worker sees it."""
+        fd = self._create(name)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        return self.path(name)
+
+    def files(self) -> dict[str, bytes | None]:
+        """Every entry of the folder: a regular file's first ``KEPT_BYTES`` bytes, None for anything else."""
+        found: dict[str, bytes | None] = {}
+        for name in sorted(os.listdir(self.fd)):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
+            except OSError:  # a link (ELOOP), or gone already
+                found[name] = None
+                continue
+            with os.fdopen(fd, "rb") as f:
+                found[name] = f.read(KEPT_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        return found
+
+
+@contextlib.contextmanager
+def holding(remote: Remote) -> Iterator[Remote]:
+    """Release ``remote`` in the worker when the block ends (a worker that is gone holds nothing)."""
+    try:
+        yield remote
+    finally:
+        with contextlib.suppress(StudentError):
+            remote.release()
+
+
+def library(sub: Submission, target: str, *args: Any, **kwargs: Any) -> Any:
+    """Call a library function in the worker (e.g. to seed its RNGs); its value as data."""
+    with holding(sub.lib(target, *args, **kwargs)) as result:
+        return result.read()
+
+
+@contextlib.contextmanager
+def file_size_limit(sub: Submission, limit: int | None) -> Iterator[None]:
+    """While the block runs, the worker's writes fail past ``limit`` bytes (EFBIG, as on a full
+    disk: Python ignores SIGXFSZ, so the write raises). Set by a library call the judge orders in
+    the worker (``resource.setrlimit``; the judge may lack the capability to prlimit a worker that
+    runs as another user): a submission that defuses it only makes its write succeed, which fails."""
+    if limit is None:
+        yield
+        return
+    soft, hard = library(sub, "resource.getrlimit", resource.RLIMIT_FSIZE)
+    library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(StudentError):  # a worker that died is restarted with its own limits
+            library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def _dtype_kwargs(dtype: Any) -> dict:
+    """``dtype=`` as an ``np.dtype`` (a scalar type such as ``np.uint8`` crosses the wire as one anyway)."""
+    return {} if dtype is None else {"dtype": np.dtype(dtype)}
+
+
+# -- save_tokens / load_tokens -------------------------------------------------------------------
+
+def save(sub: Submission, tokens: Any, dtype: Any = None, *, existing: bytes | None = None, as_str: bool = True,
+         file_limit: int | None = None) -> tuple[Raised | None, dict[str, bytes | None]]:
+    """``save_tokens(tokens, path[, dtype=dtype])`` into a fresh folder (holding ``existing`` at
+    ``path`` first, when given; ``path`` a str or a ``pathlib.Path`` built in the worker): what it
+    raised, and every file the folder holds afterwards, read by the judge."""
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", existing) if existing is not None else folder.path("tokens.bin")
+        target = path if as_str else sub.lib("pathlib.Path", path)
+        with file_size_limit(sub, file_limit):
+            result = sub.outcome("data.save_tokens", tokens, target, **_dtype_kwargs(dtype))
+        return (result if isinstance(result, Raised) else None), folder.files()
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What ``load_tokens`` gave: what it raised, or the array read back and its kind."""
+
+    raised: Raised | None
+    type: str = ""
+    memmap: bool = False
+    writeable: bool = False
+    values: Any = None
+
+
+def load(sub: Submission, content: bytes, dtype: Any = None) -> Loaded:
+    """``load_tokens(path[, dtype=dtype])`` of a file the judge wrote holding ``content``."""
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", content)
+        result = sub.outcome("data.load_tokens", path, **_dtype_kwargs(dtype))
+        if isinstance(result, Raised):
+            return Loaded(result)
+        with holding(sub.new("data.load_tokens", path, **_dtype_kwargs(dtype))) as loaded, \
+                holding(sub.lib("importlib.import_module", "numpy")) as numpy, \
+                holding(numpy.get("memmap", keep=True)) as memmap_class:
+            if library(sub, "builtins.isinstance", loaded, memmap_class) is not True:
+                return Loaded(None, loaded.type_name, values=result)
+            with holding(loaded.get("flags", keep=True)) as flags:
+                return Loaded(None, loaded.type_name, True, flags.get("writeable") is True, result)
+
+
+# -- get_batch -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Batch:
+    """What ``get_batch`` returned, as data, and (when asked for) the device of each returned tensor."""
+
+    value: Any
+    devices: tuple[str, ...] = ()
+
+
+def _pair_of_tensors(value: Any) -> bool:
+    return type(value) is tuple and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)
+
+
+def get_batch(sub: Submission, tokens: Any, batch_size: Any, context_length: Any, device: str = "cpu",
+              generator: Remote | None = None, *, devices: bool = False) -> Batch:
+    """``get_batch(tokens, B, L, device[, generator])`` in the worker; with ``devices``, each
+    returned tensor's device is read back from the worker too (the data comes back on the CPU)."""
+    args = (tokens, batch_size, context_length, device) + (() if generator is None else (generator,))
+    with holding(sub.new("data.get_batch", *args)) as pair:
+        value = pair.read()
+        if not (devices and _pair_of_tensors(value)):
+            return Batch(value)
+        found = []
+        for index in (0, 1):
+            with holding(pair.call("__getitem__", index, keep=True)) as tensor:
+                found.append(str(tensor.get("device")))
+        return Batch(value, tuple(found))
+
+
+@contextlib.contextmanager
+def token_source(sub: Submission, tokens: np.ndarray, as_file: bool = False) -> Iterator[Remote]:
+    """``tokens`` held in the worker: the array, sent once, or (``as_file``) a read-only
+    ``np.memmap`` of a file the judge wrote with its bytes."""
+    if not as_file:
+        with holding(sub.lib("numpy.array", tokens)) as held:
+            yield held
+        return
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", tokens.tobytes())
+        with holding(sub.lib("numpy.memmap", path, dtype=tokens.dtype, mode="r")) as held:
+            yield held
+
+
+def seeded_batches(sub: Submission, tokens: np.ndarray, batch_size: Any, context_length: Any, seeds: list[int],
+                   as_file: bool = False, devices: bool = False) -> list[Batch]:
+    """One ``get_batch(tokens, B, L, "cpu", np.random.default_rng(seed))`` per seed, the generator
+    built in the worker; before each, numpy's and torch's global RNGs there are seeded differently,
+    so that only the generator can make two batches equal."""
+    with token_source(sub, tokens, as_file) as source:
+        batches = []
+        for number, seed in enumerate(seeds):
+            library(sub, "numpy.random.seed", 1000 + number)
+            library(sub, "torch.manual_seed", 1000 + number)
+            with holding(sub.lib("numpy.random.default_rng", seed)) as generator:
+                batches.append(get_batch(sub, source, batch_size, context_length, "cpu", generator, devices=devices))
+        return batches
+
+
+def global_batches(sub: Submission, tokens: np.ndarray, batch_size: int, context_length: int,
+                   seeds: list[int]) -> list[Batch]:
+    """One ``get_batch(tokens, B, L, "cpu")`` (no generator) after each ``np.random.seed(seed)`` in
+    the worker; torch's global RNG is seeded differently each time, so only numpy's can make two equal."""
+    with token_source(sub, tokens) as source:
+        batches = []
+        for number, seed in enumerate(seeds):
+            library(sub, "torch.manual_seed", 2000 + number)
+            library(sub, "numpy.random.seed", seed)
+            batches.append(get_batch(sub, source, batch_size, context_length))
+        return batches
+
+
+# -- what sampling costs, measured from outside the worker -------------------------------------------
+
+@dataclass(frozen=True)
+class Usage:
+    """What one action cost the worker's process, read by the judge from ``/proc/<pid>``."""
+
+    peak_mib: float  # growth of resident memory at its highest (VmHWM, and the judge's own samples of VmRSS)
+    read_mib: float  # bytes copied in through read(2) and the like (rchar of /proc/<pid>/io)
+
+    @property
+    def touched_mib(self) -> float:
+        return max(self.peak_mib, self.read_mib)
+
+
+def _status_kib(pid: int) -> dict[str, int]:
+    with open(f"/proc/{pid}/status") as f:
+        return {key: int(rest.split()[0]) for key, _, rest in (line.partition(":") for line in f)
+                if key in ("VmRSS", "VmHWM")}
+
+
+def _rchar(pid: int) -> int:
+    with open(f"/proc/{pid}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def _reset_peak(pid: int) -> bool:
+    """VmHWM := VmRSS for ``pid`` (False where the judge may not)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _sampling(pid: int) -> Iterator[list[int]]:
+    """Samples VmRSS of ``pid`` every millisecond while the block runs; yields the highest seen so
+    far (in a one-item list). A process that resets its own VmHWM cannot hide a peak from it."""
+    highest, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_SECONDS):
+            with contextlib.suppress(OSError, KeyError):
+                highest[0] = max(highest[0], _status_kib(pid)["VmRSS"])
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield highest
+    finally:
+        done.set()
+        thread.join()
+
+
+def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Usage]:
+    """Run ``action`` (calls into the worker) and measure, from the judge, what it cost the worker."""
+    pid = sub.worker_pid()
+    reads = _rchar(pid)
+    reset = _reset_peak(pid)
+    base = _status_kib(pid)["VmRSS"]
+    with _sampling(pid) as highest:
+        result = action()
+    after = _status_kib(pid)
+    peak = max(highest[0], after["VmHWM"] if reset else after["VmRSS"]) - base
+    return result, Usage(peak_mib=max(peak, 0) / 1024, read_mib=(_rchar(pid) - reads) / MiB)
+
+
+def warm_up(sub: Submission) -> None:
+    """One small load_tokens and get_batch first, so that one-time costs (imports, allocator pools)
+    are not charged to the big file."""
+    with Folder(sub) as folder:
+        sub.outcome("data.load_tokens", folder.write("warm.bin", np.arange(4096, dtype=np.uint16).tobytes()))
+        sub.outcome("data.get_batch", np.arange(4096, dtype=np.uint16), 2, 8, "cpu")
+
+
+def load_cost(sub: Submission, size: int) -> tuple[tuple, Usage]:
+    """``load_tokens(path)`` of a sparse file of ``size`` bytes, then its first and last token read
+    back (the memmap released after): those two tokens, and what it all cost."""
+    with Folder(sub) as folder:
+        path = folder.sparse("tokens.bin", size)
+
+        def load_and_read_ends() -> tuple:
+            with holding(sub.new("data.load_tokens", path)) as tokens:
+                return tokens.call("__len__"), tokens.call("__getitem__", 0), tokens.call("__getitem__", -1)
+
+        return measure(sub, load_and_read_ends)
+
+
+def batch_cost(sub: Submission, size: int, calls: int, batch_size: int, context_length: int) -> tuple[list, Usage]:
+    """``calls`` x ``get_batch(np.memmap of a sparse uint16 file of size bytes, B, L, "cpu", rng)``
+    (the memmap and the generator built in the worker first): the batches, and what they cost."""
+    with Folder(sub) as folder:
+        path = folder.sparse("tokens.bin", size)
+        with holding(sub.lib("numpy.memmap", path, dtype=np.dtype(np.uint16), mode="r")) as tokens, \
+                holding(sub.lib("numpy.random.default_rng", 0)) as generator:
+            return measure(sub, lambda: [sub.call("data.get_batch", tokens, batch_size, context_length, "cpu", generator)
+                                         for _ in range(calls)])
+
+
+# -- CUDA ------------------------------------------------------------------------------------------
+
+PINNED_COUNTERS = ("num_host_alloc", "allocations.allocated", "active_requests.allocated")
+
+
+def cuda_batch(sub: Submission, tokens: np.ndarray, batch_size: int, context_length: int,
+               seed: int) -> tuple[Batch, bool]:
+    """``get_batch(tokens, B, L, "cuda", np.random.default_rng(seed))``: the batch with its devices,
+    and whether torch's pinned host allocator in the worker handed out a block during the call
+    (``torch.cuda.host_memory_stats``: a library counter in the worker, not a measurement from outside)."""
+    with token_source(sub, tokens) as source, holding(sub.lib("numpy.random.default_rng", seed)) as generator:
+        before = library(sub, "torch.cuda.host_memory_stats")
+        batch = get_batch(sub, source, batch_size, context_length, "cuda", generator, devices=True)
+        after = library(sub, "torch.cuda.host_memory_stats")
+    counted = [key for key in PINNED_COUNTERS if isinstance(after, dict) and isinstance(before, dict)
+               and key in after and key in before]
+    return batch, any(after[key] > before[key] for key in counted)
