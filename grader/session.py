@@ -77,7 +77,7 @@ def describe(target: str, args: tuple = (), kwargs: dict | None = None, limit: i
 
 
 def _show(value: Any) -> str:
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    if not isinstance(value, type) and hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"<{type(value).__name__} {getattr(value, 'dtype')} shape={tuple(value.shape)}>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
