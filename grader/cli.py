@@ -136,7 +136,19 @@ def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
         a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url)
 
 
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle]
+def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("mutate")
+    parser = sub.add_parser("mutate", help="mutation-test the hidden suites with every engine mutant of the reference")
+    parser.add_argument("--problems", type=_problems, default=defaults["problems"], help="only these, e.g. P1,P3")
+    parser.add_argument("--sample", type=int, default=defaults["sample"], help="at most N mutants per problem")
+    parser.add_argument("--seed", type=int, default=defaults["seed"], help="which sample")
+    parser.add_argument("--jobs", type=int, default=defaults["jobs"], help="mutants graded at once (local workers)")
+    parser.add_argument("--work", type=Path, default=defaults["work"], help="sessions live here (resumable)")
+    return lambda a: importlib.import_module("grader.mutate").main(
+        problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
+
+
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle, _mutate]
 
 
 def build_parser() -> argparse.ArgumentParser:
