@@ -136,13 +136,14 @@ def run(session: Session, jobs: int) -> None:
     """Run every pending mutant of the session: in this process's turn (jobs 1) or on ``jobs`` local workers."""
     with ExitStack() as stack:
         config = session.config
-        if jobs > 1:
+        if jobs > 1:  # each worker mutates its own fresh copy
             urls = [stack.enter_context(_http_worker(session, index)) for index in range(jobs)]
             config = session.folder / f"session-{session.key}-http.toml"
             settings = _read_config(session.config)
             settings["distributor"] = {"name": "http", "http": {"worker-urls": urls}}
             config.write_text(serialize_config(settings))
-        _fresh_copy(session, 0)
+        else:
+            _fresh_copy(session, 0)
         _engine(["exec", str(config), str(session.database)], cwd=session.worker(0))
 
 
