@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from ..grade import KIT_ROOT
 from ..problems import PROBLEMS
 from . import equivalent as equivalent_list
-from .report import Outcome, outcomes, show
-from .session import MutationError, open_session, run
+
+if TYPE_CHECKING:
+    from .report import Outcome
 
 WORK = KIT_ROOT / ".kit-out" / "mutate"
 
@@ -35,6 +35,9 @@ WORK = KIT_ROOT / ".kit-out" / "mutate"
 def mutate(problems: list[str], *, work: Path = WORK, sample: int | None = None, seed: int = 0,
            jobs: int = 1) -> list[Outcome]:
     """Run (or resume) a session per problem; every mutant's outcome."""
+    from .report import outcomes  # the engine comes with the dev extra: import it only when used
+    from .session import open_session, run
+
     equivalent = equivalent_list.load()
     found: list[Outcome] = []
     for problem in problems:
@@ -47,7 +50,15 @@ def mutate(problems: list[str], *, work: Path = WORK, sample: int | None = None,
 def main(*, problems: list[str] | None = None, sample: int | None = None, seed: int = 0, jobs: int = 1,
          work: Path = WORK) -> int:
     """Print survivors and scores; 0 when no mutant survived unlisted and none errored, 1 otherwise, 2 on failure."""
+    from rich.console import Console
+
     console = Console()
+    try:
+        from .report import show
+        from .session import MutationError
+    except ImportError as exc:
+        console.print(f"grader mutate: needs the mutation engine ({exc.name}): pip install -e '.[dev]'", markup=False)
+        return 2
     started = time.monotonic()
     try:
         found = mutate(problems or list(PROBLEMS), work=work, sample=sample, seed=seed, jobs=jobs)
