@@ -135,6 +135,19 @@ def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
         memory_mb=a.memory_mb, budget_seconds=a.budget_seconds)
 
 
+def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("mutate")
+    parser = sub.add_parser("mutate", help="mutation-test the hidden suites with every engine mutant of the reference")
+    parser.add_argument("--problems", type=arguments.problems, default=defaults["problems"], help="only these, e.g. P1,P3")
+    parser.add_argument("--sample", type=arguments.jobs, default=defaults["sample"], help="at most N mutants per problem")
+    parser.add_argument("--seed", type=arguments.seed, default=defaults["seed"], help="which sample")
+    parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="mutants graded at once (local workers)")
+    parser.add_argument("--work", type=arguments.output_folder, default=defaults["work"],
+                        help="sessions live here (resumable)")
+    return lambda a: importlib.import_module("grader.mutate").main(
+        problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
+
+
 def _call_within_budget(args: argparse.Namespace) -> None:
     call, budget = getattr(args, "call_seconds", None), getattr(args, "budget_seconds", None)
     if call is not None and budget is not None and call > budget:
@@ -142,7 +155,7 @@ def _call_within_budget(args: argparse.Namespace) -> None:
 
 
 CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget]  # checks across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle]
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle, _mutate]
 
 
 class UsageError(Exception):

@@ -23,13 +23,10 @@ filled in when a submission is written.
 from __future__ import annotations
 
 import ast
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..catalog import read_toml
 from ..problems import PROBLEMS
 from ..submission import stage
 
@@ -75,11 +72,11 @@ def reference(problem: str) -> tuple[str, str, str, str]:
 
 def defaults(catalog: Path = CATALOG) -> dict[str, float]:
     """The grading options every attack starts from (call_seconds, budget_seconds, memory_mb)."""
-    return dict(tomllib.loads(catalog.read_text()).get("defaults", {}))
+    return dict(read_toml(catalog).get("defaults", {}))
 
 
 def load(catalog: Path = CATALOG) -> list[Attack]:
-    data = tomllib.loads(catalog.read_text())
+    data = read_toml(catalog)
     defaults = dict(data.get("defaults", {}))
     attacks = []
     for entry in data.get("attack", []):

@@ -8,13 +8,10 @@ One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables w
 from __future__ import annotations
 
 import re
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..catalog import read_toml
 from ..submission import stage
 
 CATALOG = Path(__file__).parent
@@ -48,7 +45,7 @@ def load(catalog: Path = CATALOG) -> list[Mutant]:
         match = _FILE.fullmatch(path.name)
         if not match:
             raise CatalogError(f"{path.name}: mutant files are named p<N>_<module>.toml")
-        for entry in tomllib.loads(path.read_text()).get("mutant", []):
+        for entry in read_toml(path).get("mutant", []):
             mutants.append(Mutant(id=entry["id"], problem=f"P{match.group(1)}", module=match.group(2),
                                   description=entry["description"], find=entry["find"], replace=entry["replace"]))
     ids = [m.id for m in mutants]

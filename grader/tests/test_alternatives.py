@@ -1,0 +1,37 @@
+"""Correct implementations written differently score what the reference scores on the hidden suites.
+
+Each ``fixtures/alternatives/p<N>_<module>.py`` redefines one tricky function of its problem
+in another way; appended to a copy of the reference module it replaces the reference's
+definition. A hidden test that such a submission fails tests the reference's style, not the
+contract.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from grader.grade import KIT_ROOT, grade
+from grader.submission import stage
+
+ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("p*_*.py"))
+
+
+def _defined(source: str) -> set[str]:
+    return {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda path: path.stem)
+def test_a_second_correct_implementation_scores_full_marks(alternative: Path, tmp_path: Path):
+    problem, module = alternative.stem.split("_", 1)
+    package = stage(KIT_ROOT / "solutions", tmp_path / "submission")
+    target = package / f"{module}.py"
+    replaced = _defined(alternative.read_text())
+    assert replaced and replaced <= _defined(target.read_text()), "an alternative redefines reference functions"
+    target.write_text(target.read_text() + "\n\n" + alternative.read_text())
+    expected = grade(KIT_ROOT / "solutions", problems=[problem.upper()], profile="ci").score
+    result = grade(package, problems=[problem.upper()], profile="ci")
+    failed = [f"{t.name}: {t.message[:300]}" for t in result.tests if t.status == "failed"]
+    assert result.score == expected, "\n".join(failed)

@@ -1,0 +1,70 @@
+"""``grader mutate``: scope of mutation, identities, the equivalent list, the verdict, a seeded sample."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cosmic_ray", reason="cosmic-ray comes with the dev extra")
+
+from grader import mutants  # noqa: E402
+from grader.grade import grade  # noqa: E402
+from grader.mutate import equivalent, mutate  # noqa: E402
+from grader.mutate.regions import Eligibility, Identity, identities  # noqa: E402
+from grader.mutate.verdict import KILLED, SURVIVED, verdict  # noqa: E402
+
+SOURCE = '''def f(x):
+    """Doc 1 + 2."""
+    # BEGIN SOLUTION
+    if x < 0:
+        raise ValueError(f"x is {x + 1}, expected >= 0")
+    return x * 2 + 1
+    # END SOLUTION
+y = 3 * 4
+'''
+
+
+def test_only_solution_code_outside_strings_is_in_scope():
+    eligible = Eligibility(SOURCE)
+    assert eligible((4, 9), (4, 10))  # the comparison
+    assert eligible((6, 13), (6, 14))  # the multiplication
+    assert not eligible((5, 34), (5, 35))  # inside the error message's f-string
+    assert not eligible((2, 12), (2, 13))  # the docstring
+    assert not eligible((8, 6), (8, 7))  # after END SOLUTION
+
+
+def test_identities_name_the_line_and_count_equal_ones():
+    found = identities("m", SOURCE, [("core/NumberReplacer", (6, 15)), ("core/NumberReplacer", (6, 15)),
+                                     ("core/NumberReplacer", (6, 19))])
+    assert found == [Identity("m", "core/NumberReplacer", "return x * 2 + 1", i) for i in range(3)]
+
+
+def test_equivalent_list_entries_need_a_reason(tmp_path: Path):
+    listed = tmp_path / "equivalent.toml"
+    listed.write_text('[[equivalent]]\nmodule = "m"\noperator = "core/AddNot"\nline = "if x:"\nreason = " "\n')
+    with pytest.raises(equivalent.EquivalentListError, match="lacks reason"):
+        equivalent.load(listed)
+
+
+def test_the_kits_equivalent_list_loads():
+    assert all(reason for reason in equivalent.load().values())
+
+
+def test_verdict_kills_a_mutant_that_loses_points_and_spares_the_reference():
+    reference = grade("solutions", problems=["P4"], profile="ci").score  # GPU points not run here are not expected
+    mutant = next(m for m in mutants.load() if m.problem == "P4")
+    with tempfile.TemporaryDirectory() as tmp:
+        package = mutants.materialize(mutant, Path(tmp))
+        status, line = verdict(str(package.parent), "P4", reference)
+    assert status == KILLED, line
+    assert verdict("solutions", "P4", reference)[0] == SURVIVED
+
+
+def test_a_seeded_sample_leaves_no_unlisted_survivor(tmp_path: Path):
+    found = mutate(["P1", "P2", "P3", "P4"], work=tmp_path, sample=5, seed=0)
+    assert len(found) == 20
+    bad = [f"{o.problem} {o.identity} ({o.status}): {o.detail}\n{o.diff}" for o in found
+           if o.status not in ("killed", "equivalent")]
+    assert not bad, "\n".join(bad)
