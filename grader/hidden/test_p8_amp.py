@@ -399,7 +399,7 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     # while the forward builds its output, after the judge had the worker's C library hand freed
     # memory back at once, and after a first run that takes one-time allocations. A forward driven by
     # the judge itself (library modules only) first shows that the measurement sees activations.
-    depth, width, n = 6, 16, 65536
+    depth, width, n = 6, 16, 32768
     state = blocks_state(0, depth, width)
     x = torch.randn(n, width, generator=torch.Generator().manual_seed(1))
     plain = plain_saved_bytes(drive.local_blocks(drive.block(width), depth, state), x)
@@ -408,8 +408,8 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     held, blocks = drive.remote_blocks(sub, drive.block(width), depth, state)
     x_held = sub.lib("torch.clone", x)
 
-    def held_bytes(run) -> tuple[int, object]:
-        for first in (True, False):  # the first run takes one-time allocations
+    def held_bytes(run, warm_up: bool = False) -> tuple[int, object]:
+        for first in (True, False)[not warm_up:]:  # a first run takes one-time allocations (they only add)
             drive.return_freed_memory(sub)
             grown, output = drive.held_after(sub, run, drive.resident_bytes)
             if first:
@@ -421,7 +421,7 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     assert calibration >= 0.8 * plain, (
         f"the worker's resident memory grew by {calibration} bytes during a plain forward the judge drove, expected "
         f"about the {plain} bytes it keeps for backward: this worker's memory cannot be measured (grading problem)")
-    on, output = held_bytes(lambda: sub.new("amp.checkpointed", held, x_held, enabled=True))
+    on, output = held_bytes(lambda: sub.new("amp.checkpointed", held, x_held, enabled=True), warm_up=True)
     drive.backward_of_square_sum(output)
     output.release()
     missing = sum(grad is None for grad in drive.gradients(sub, held))
