@@ -1,0 +1,248 @@
+"""Judge-side driving of P8 (amp.py): models, optimizers and scalers built in the worker as library
+objects with weights the judge sends; the submission's functions called on them; the results read back.
+
+Architectures are written once as recipes (qualified layer names and arguments), built either in the
+worker (the submission's inputs) or here (the oracles). Hooks the judge needs (the dtypes the Linear
+layers produce, whether autocast is on while the loss runs, an inf/NaN gradient) are judge callbacks.
+Memory is measured from outside the worker: its resident set in ``/proc/<pid>/status`` and, on a GPU,
+its device memory as the NVIDIA driver reports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader.session import Remote, Submission
+
+Recipe = list[tuple[str, tuple]]
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+
+
+def mlp(d_in: int, width: int, d_out: int) -> Recipe:
+    """Linear(d_in, width) -> GELU -> Linear(width, d_out)."""
+    return [("torch.nn.Linear", (d_in, width)), ("torch.nn.GELU", ()), ("torch.nn.Linear", (width, d_out))]
+
+
+def block(width: int, dropout: float = 0.0) -> Recipe:
+    """One MLP block Linear(w, 2w) -> GELU -> Dropout -> Linear(2w, w)."""
+    return [("torch.nn.Linear", (width, 2 * width)), ("torch.nn.GELU", ()), ("torch.nn.Dropout", (dropout,)),
+            ("torch.nn.Linear", (2 * width, width))]
+
+
+def _resolve(qualified: str) -> Any:
+    module, _, name = qualified.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _placed(name: str, device: str) -> dict[str, str]:
+    """Layers with weights are built on ``device`` (so a seeded build gives the same weights on both sides)."""
+    return {"device": device} if name == "torch.nn.Linear" else {}
+
+
+def local_sequential(recipe: Recipe, device: str = "cpu") -> torch.nn.Sequential:
+    return torch.nn.Sequential(*(_resolve(name)(*args, **_placed(name, device)) for name, args in recipe))
+
+
+def local_blocks(recipe: Recipe, depth: int, state: dict | None = None, device: str = "cpu") -> torch.nn.ModuleList:
+    blocks = torch.nn.ModuleList(local_sequential(recipe, device) for _ in range(depth))
+    if state is not None:
+        blocks.load_state_dict(state)
+    return blocks
+
+
+def remote_sequential(sub: Submission, recipe: Recipe, device: str = "cpu") -> tuple[Remote, list[Remote]]:
+    """The Sequential built in the worker, and its layers' handles."""
+    layers = [sub.lib(name, *args, **_placed(name, device)) for name, args in recipe]
+    return sub.lib("torch.nn.Sequential", *layers), layers
+
+
+def remote_blocks(sub: Submission, recipe: Recipe, depth: int, state: dict | None = None,
+                  device: str = "cpu") -> tuple[Remote, list[Remote]]:
+    """A ModuleList of ``depth`` blocks built in the worker (with ``state`` loaded), and the blocks."""
+    first, _ = remote_sequential(sub, recipe, device)
+    blocks = [first] + [sub.lib("copy.deepcopy", first) for _ in range(depth - 1)]
+    held = sub.lib("torch.nn.ModuleList", blocks)
+    if state is not None:
+        load(sub, held, state)
+    return held, blocks
+
+
+def load(sub: Submission, module: Remote, state: dict[str, torch.Tensor]) -> None:
+    """``module.load_state_dict(state)`` in the worker; the state crosses as keyword arguments of
+    ``dict`` (tensors at the top level keep the request's description short)."""
+    module.call("load_state_dict", sub.lib("builtins.dict", **state))
+
+
+def held_tuple(sub: Submission, *tensors: torch.Tensor) -> Remote:
+    """A tuple of copies of ``tensors`` built in the worker."""
+    return sub.lib("builtins.tuple", [sub.lib("torch.clone", tensor) for tensor in tensors])
+
+
+def parameters(sub: Submission, module: Remote) -> dict[str, torch.Tensor]:
+    """The module's named parameters, read back as data."""
+    return sub.lib("builtins.dict", module.call("named_parameters", keep=True)).read()
+
+
+def gradients(sub: Submission, module: Remote) -> list[torch.Tensor | None]:
+    """Each parameter's ``.grad`` (None where there is none), in ``named_parameters`` order."""
+    grads = sub.lib("builtins.map", sub.lib("operator.attrgetter", "grad"), module.call("parameters", keep=True))
+    return sub.lib("builtins.list", grads).read()
+
+
+class Trainer:
+    """An MLP with the judge's weights, an SGD optimizer over its parameters, mse loss (an
+    ``nn.MSELoss`` module) and optionally a CPU GradScaler, all in the worker; ``step`` calls the
+    submission's ``train_step`` on them.
+
+    ``record=True`` hooks the Linear layers and the loss so that each step records the dtypes the
+    Linear layers produced and whether autocast was on while the loss ran (asked of the worker's
+    torch from inside the hook). ``step(poison="inf")`` replaces the first weight's gradient by
+    inf (or NaN) during that backward pass.
+    """
+
+    def __init__(self, sub: Submission, state: dict[str, torch.Tensor], lr: float = 0.1,
+                 scaler: dict | None = None, record: bool = False, poison: bool = False) -> None:
+        self.sub = sub
+        width, d_in = state["0.weight"].shape
+        self.model, layers = remote_sequential(sub, mlp(d_in, width, state["2.weight"].shape[0]))
+        load(sub, self.model, state)
+        self.optimizer = sub.lib("torch.optim.SGD", self.model.call("parameters", keep=True), lr=lr)
+        self.scaler = sub.lib("torch.amp.GradScaler", "cpu", **scaler) if scaler is not None else None
+        self.loss_fn = sub.lib("torch.nn.MSELoss")
+        self.linear_dtypes: list[torch.dtype] = []
+        self.autocast_in_loss: list[bool] = []
+        self.poison: str | None = None
+        if record:
+            for layer in (layers[0], layers[2]):
+                layer.call("register_forward_hook", sub.callback(self._record_output))
+            self.loss_fn.call("register_forward_pre_hook", sub.callback(self._record_autocast))
+        if poison:
+            layers[0].get("weight", keep=True).call("register_hook", sub.callback(self._corrupt))
+
+    def _record_output(self, module: Any, inputs: Any, output: Any) -> None:
+        self.linear_dtypes.append(output.dtype if isinstance(output, torch.Tensor) else type(output))
+
+    def _record_autocast(self, module: Any, inputs: Any) -> None:
+        self.autocast_in_loss.append(self.sub.lib("torch.is_autocast_enabled", "cpu").read())
+
+    def _corrupt(self, grad: torch.Tensor) -> torch.Tensor | None:
+        return None if self.poison is None else torch.full_like(grad, float(self.poison))
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32", max_grad_norm: float | None = None,
+             poison: str | None = None) -> Any:
+        """``amp.train_step``'s result (or ``wire.Raised``) on the batch (x, y)."""
+        self.poison = poison
+        return self.sub.outcome("amp.train_step", self.model, held_tuple(self.sub, x, y), self.loss_fn, self.optimizer, scaler=self.scaler,
+                                precision=precision, max_grad_norm=max_grad_norm)
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        return parameters(self.sub, self.model)
+
+    def grads_none(self) -> list[bool]:
+        return [grad is None for grad in gradients(self.sub, self.model)]
+
+    def scale(self) -> float | None:
+        return None if self.scaler is None else self.scaler.call("get_scale")
+
+
+def train(sub: Submission, state: dict[str, torch.Tensor], batches: list, steps: Any, lr: float) -> dict:
+    """``amp.train`` on an MLP and SGD in the worker; ``get_batch`` is a judge callback that hands
+    out ``batches`` in order. Returns the losses (or ``wire.Raised``), the number of get_batch calls,
+    the parameters and which gradients are None afterwards."""
+    trainer = Trainer(sub, state, lr=lr)
+    calls = [0]
+
+    def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        calls[0] += 1
+        return batches[(calls[0] - 1) % len(batches)]  # crosses to the worker as data
+
+    losses = sub.outcome("amp.train", trainer.model, sub.callback(get_batch), trainer.loss_fn, trainer.optimizer, steps)
+    return {"losses": losses, "calls": calls[0], "params": trainer.parameters(), "grads_none": trainer.grads_none()}
+
+
+def checkpointed(sub: Submission, blocks: Remote, x: torch.Tensor, input_grad: bool, enabled: bool,
+                 seed: int | None = None) -> tuple[Remote, Remote]:
+    """``amp.checkpointed(blocks, x, enabled)`` in the worker on a copy of ``x`` (requiring grad or
+    not), after ``torch.manual_seed(seed)`` there: the copy of x and the output, both kept there."""
+    x_held = sub.lib("torch.clone", x)
+    x_held.call("requires_grad_", input_grad)
+    if seed is not None:
+        sub.lib("torch.manual_seed", seed)
+    # ``new`` calls a submission callable and keeps its result in the worker (a function works too).
+    return x_held, sub.new("amp.checkpointed", blocks, x_held, enabled=enabled)
+
+
+def backward_of_square_sum(output: Remote) -> None:
+    output.call("square", keep=True).call("sum", keep=True).call("backward")
+
+
+def resident_bytes(pid: int) -> int:
+    """The process's resident set, as the kernel reports it in ``/proc/<pid>/status``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS line")
+
+
+def return_freed_memory(sub: Submission) -> None:
+    """Ask the worker's C library to give back the memory it holds free now and to map every later
+    allocation of 64 KiB or more on its own, so that its resident set follows the tensors it holds."""
+    libc = sub.lib("ctypes.CDLL", None)
+    libc.call("mallopt", M_MMAP_THRESHOLD, 64 * 1024)
+    libc.call("mallopt", M_TRIM_THRESHOLD, 0)
+    libc.call("malloc_trim", 0)
+
+
+def held_after(sub: Submission, run: Callable[[], Remote], measure: Callable[[int], int | None]) -> tuple[int | None, Remote]:
+    """What ``measure(pid)`` grows by while ``run()`` builds its output (kept in the worker)."""
+    pid = sub.worker_pid()
+    before = measure(pid)
+    output = run()
+    after = measure(pid)
+    return (None if before is None or after is None else after - before), output
+
+
+def plain_forward(sub: Submission, blocks: list[Remote], x: Remote) -> Remote:
+    """``for block in blocks: x = block(x)`` driven from the judge (library code only); the
+    intermediate handles are released, the output kept."""
+    value = x
+    for module in blocks:
+        result = module.call("__call__", value, keep=True)
+        if value is not x:
+            value.release()
+        value = result
+    return value
+
+
+def device_memory(pid: int) -> tuple[int | None, str]:
+    """The device memory the NVIDIA driver reports for process ``pid`` (summed over GPUs) and its
+    source; None (with the reason) when neither NVML nor ``nvidia-smi`` can say."""
+    try:
+        import pynvml
+    except ImportError:
+        pynvml = None
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            used = [proc.usedGpuMemory or 0 for index in range(pynvml.nvmlDeviceGetCount())
+                    for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(index))
+                    if proc.pid == pid]
+            return (sum(used) if used else None), f"NVML (no process {pid} listed)" if not used else "NVML"
+        except pynvml.NVMLError as exc:
+            return None, f"NVML failed: {exc}"
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None, "neither pynvml (nvidia-ml-py) nor nvidia-smi is available"
+    listing = subprocess.run([smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30).stdout
+    used = [int(mib) << 20 for line in listing.splitlines() if "," in line
+            for found, mib in [line.split(",", 1)] if found.strip() == str(pid) and mib.strip().isdigit()]
+    return (sum(used) if used else None), "nvidia-smi" if used else f"nvidia-smi (no process {pid} listed)"
+
