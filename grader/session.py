@@ -76,9 +76,16 @@ def describe(target: str, args: tuple = (), kwargs: dict | None = None, limit: i
     return text if len(text) <= limit else text[: limit - 4] + "...)"
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, items: int = 4) -> str:
+    """A short, one-line picture of an argument (containers shown by their first few items)."""
     if not isinstance(value, type) and hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"<{type(value).__name__} {getattr(value, 'dtype')} shape={tuple(value.shape)}>"
+    if type(value) in (list, tuple):
+        inner = [_show(item) for item in value[:items]] + (["..."] if len(value) > items else [])
+        return ("[{}]" if type(value) is list else "({},)" if len(value) == 1 else "({})").format(", ".join(inner))
+    if type(value) is dict:
+        inner = [f"{key!r}: {_show(item)}" for key, item in list(value.items())[:items]]
+        return "{" + ", ".join(inner + (["..."] if len(value) > items else [])) + "}"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -197,10 +197,14 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
     grads = ["None" if none else "a tensor" for none in grads_none]
     assert all(grads_none), (
         f"after {call} the parameters' .grad are {grads}, expected all None: optimizer.zero_grad(set_to_none=True)")
-    dtypes = sorted({str(p.dtype) for p in trainer.parameters().values()})
+    after = trainer.parameters()
+    dtypes = sorted({str(p.dtype) for p in after.values()})
     assert dtypes == ["torch.float32"], (
         f"after {call} the parameters are {dtypes}, expected float32: autocast computes in 16 bits, "
         "the parameters (the master weights) stay float32")
+    # No poisoned gradient here, so every call steps: parameters left as they were were never trained.
+    assert any(not torch.equal(after[name], value) for name, value in state.items() if name in after), (
+        f"after {call} the parameters are exactly as they started: the optimizer never stepped")
 
 
 @pytest.mark.points(1)
