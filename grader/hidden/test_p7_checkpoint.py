@@ -110,10 +110,6 @@ def extras() -> st.SearchStrategy[dict]:
 # run on the judge's own torch objects); "got" values are read back from the objects the worker
 # holds, or from the exchange folder on the judge's file system.
 
-def outcome(sub, target: str, *args, **kwargs) -> object:
-    return sub.outcome(target, *args, **kwargs)
-
-
 def bytes_in(buffer) -> bytes:
     """The whole content of a BytesIO the worker holds."""
     return buffer.call("getvalue")
@@ -126,7 +122,7 @@ def test_iteration_round_trip(sub, iteration):
     """load_checkpoint returns the saved iteration as an int; bad iterations raise ValueError"""
     model, optimizer = drive.build_run(sub, "sgd_momentum")
     buffer = sub.lib("io.BytesIO")
-    saved = outcome(sub, SAVE, model, optimizer, iteration, buffer)
+    saved = sub.outcome(SAVE, model, optimizer, iteration, buffer)
     written = len(bytes_in(buffer))
     call = f"{SAVE}(model, optimizer, iteration={iteration!r}, BytesIO())"
     valid = math.isfinite(iteration) and iteration >= 0 and float(iteration).is_integer()
@@ -137,7 +133,7 @@ def test_iteration_round_trip(sub, iteration):
         return
     check_no_raise(saved, call)
     buffer.call("seek", 0)
-    loaded = outcome(sub, LOAD, buffer, *drive.build_run(sub, "sgd_momentum"))
+    loaded = sub.outcome(LOAD, buffer, *drive.build_run(sub, "sgd_momentum"))
     check_no_raise(loaded, f"{LOAD}(...) after {call}")
     assert type(loaded) is int and loaded == int(iteration), (
         f"{LOAD}(...) after {call} returned {shown(loaded)}, expected the int {int(iteration)}")
@@ -149,9 +145,10 @@ def save_and_reload(sub, point: drive.SavePoint, iteration: int, scramble: int =
     folder = drive.Folder(sub.exchange(), "resume-")
     model, optimizer = drive.stage(sub, point)
     path = folder.path("ckpt.pt")
-    check_no_raise(outcome(sub, SAVE, model, optimizer, iteration, path), f"{SAVE}(model, optimizer, {iteration}, path)")
+    saved = sub.outcome(SAVE, model, optimizer, iteration, path)
+    check_no_raise(saved, f"{SAVE}(model, optimizer, {iteration}, path)")
     fresh_model, fresh_optimizer = drive.fresh_run(sub, point.optimizer_name, scramble)
-    loaded = outcome(sub, LOAD, path, fresh_model, fresh_optimizer)
+    loaded = sub.outcome(LOAD, path, fresh_model, fresh_optimizer)
     check_no_raise(loaded, f"{LOAD}(path, fresh_model, fresh_optimizer)")
     return loaded, fresh_model, fresh_optimizer
 
@@ -210,7 +207,7 @@ def test_file_objects(sub):
     buffer = sub.lib("io.BytesIO")
     buffer.call("write", prefix)
     call = f"{SAVE}(model, optimizer, 7, buffer, note='kept') on a BytesIO holding {len(prefix)} bytes"
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 7, buffer, note="kept"), call)
+    check_no_raise(sub.outcome(SAVE, model, optimizer, 7, buffer, note="kept"), call)
     assert not buffer.get("closed"), f"{call} closed the buffer, expected it left open (it belongs to the caller)"
     content = bytes_in(buffer)
     assert content[: len(prefix)] == prefix and len(content) > len(prefix), (
@@ -220,7 +217,8 @@ def test_file_objects(sub):
     folder = drive.Folder(sub.exchange(), "file-objects-")
     handle = sub.lib("builtins.open", folder.path("ckpt.bin"), "wb")
     handle.call("write", prefix)
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 7, handle, note="kept"), f"{SAVE}(..., open(path, 'wb'), ...)")
+    saved = sub.outcome(SAVE, model, optimizer, 7, handle, note="kept")
+    check_no_raise(saved, f"{SAVE}(..., open(path, 'wb'), ...)")
     handle.call("close")
     written = folder.read("ckpt.bin") or b""  # read by the judge on its own file system
     assert written[: len(prefix)] == prefix and len(written) > len(prefix), (
@@ -232,7 +230,7 @@ def test_file_objects(sub):
         src.call("seek", len(prefix))
         fresh_model, fresh_optimizer = drive.fresh_run(sub, "adamw", 5)
         what = f"{LOAD}({source} positioned after the prefix, ...)"
-        iteration = outcome(sub, LOAD, src, fresh_model, fresh_optimizer)
+        iteration = sub.outcome(LOAD, src, fresh_model, fresh_optimizer)
         assert iteration == 7, f"{what} returned {shown(iteration)}, expected 7"
         bad = differing(point.model, drive.model_state(sub, fresh_model))
         assert not bad, f"{what}: the model entries {bad} differ from the saved model's"
@@ -240,7 +238,7 @@ def test_file_objects(sub):
             bad = differing(point.optimizer_state, drive.optimizer_state(fresh_optimizer))
             assert not bad, f"{what}: the optimizer state entries {bad} differ from the saved optimizer's"
         src.call("seek", len(prefix))
-        extras = outcome(sub, EXTRAS, src)
+        extras = sub.outcome(EXTRAS, src)
         assert same(extras, {"note": "kept"}), (
             f"{EXTRAS}(same file object) returned {shown(extras)}, expected {{'note': 'kept'}}")
 
@@ -253,10 +251,11 @@ def test_extras_round_trip(sub, extra, to_path):
     model, optimizer = drive.build_run(sub, "sgd_momentum")
     out = drive.Folder(sub.exchange(), "extras-").path("ckpt.pt") if to_path else sub.lib("io.BytesIO")
     target = "path" if to_path else "BytesIO"
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 1, out, **extra), f"{SAVE}(model, optimizer, 1, {target}, ...)")
+    saved = sub.outcome(SAVE, model, optimizer, 1, out, **extra)
+    check_no_raise(saved, f"{SAVE}(model, optimizer, 1, {target}, ...)")
     if not to_path:
         out.call("seek", 0)
-    got = outcome(sub, EXTRAS, out)
+    got = sub.outcome(EXTRAS, out)
     assert same(got, extra), (f"{EXTRAS}(...) after {SAVE}(model, optimizer, 1, {target}, "
                               f"**{extra!r:.300}) returned {got!r:.300}, expected the same values with the same types")
 
@@ -285,13 +284,13 @@ def test_unsafe_extras_refused_before_writing(sub):
     model, optimizer = drive.build_run(sub, "sgd_momentum")
     folder = drive.Folder(sub.exchange(), "refused-")
     path = folder.path("ckpt.pt")
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 1, path), f"{SAVE}(model, optimizer, 1, path)")
+    check_no_raise(sub.outcome(SAVE, model, optimizer, 1, path), f"{SAVE}(model, optimizer, 1, path)")
     before = folder.read("ckpt.pt")
     for label, value in unsafe_extras(sub).items():
         call = f"{SAVE}(..., bad=<{label}>)"
         buffer = sub.lib("io.BytesIO")
         for target, out, kwargs in (("a path", path, {"good": 1.0}), ("a BytesIO", buffer, {})):
-            raised = outcome(sub, SAVE, model, optimizer, 2, out, **kwargs, bad=value)
+            raised = sub.outcome(SAVE, model, optimizer, 2, out, **kwargs, bad=value)
             assert isinstance(raised, wire.Raised) and raised.is_a(ValueError), (
                 f"{call} to {target} gave {shown(raised)}, expected ValueError: only tensors, Python bool/int/float/"
                 "complex, str, None and lists, tuples and dicts of them (keys included, exact types) load safely")
@@ -309,7 +308,7 @@ def test_failed_save_is_atomic(sub):
     model, optimizer = drive.build_run(sub, "adamw")
     folder = drive.Folder(sub.exchange(), "atomic-")
     path = folder.path("ckpt.pt")
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 1, path), f"{SAVE}(model, optimizer, 1, 'ckpt.pt')")
+    check_no_raise(sub.outcome(SAVE, model, optimizer, 1, path), f"{SAVE}(model, optimizer, 1, 'ckpt.pt')")
     files = folder.listing()
     assert files == ["ckpt.pt"], f"{SAVE}(..., 'ckpt.pt') left {files} in its directory, expected only ['ckpt.pt']"
     before = folder.read("ckpt.pt")
@@ -319,7 +318,7 @@ def test_failed_save_is_atomic(sub):
     group.call("__setitem__", "lock", sub.lib("threading.Lock"))
     call = (f"{SAVE}(model, optimizer, 2, 'ckpt.pt') while torch.save fails part-way (the optimizer's state "
             "holds a threading.Lock, which cannot be pickled)")
-    second = outcome(sub, SAVE, model, optimizer, 2, path)
+    second = sub.outcome(SAVE, model, optimizer, 2, path)
     group.call("pop", "lock")
     assert isinstance(second, wire.Raised), (
         f"{call} returned {shown(second)}, expected the error to propagate (a failed save must not look successful)")
@@ -329,10 +328,11 @@ def test_failed_save_is_atomic(sub):
     files = folder.listing()
     assert files == ["ckpt.pt"], (
         f"{call} left {files} in the directory, expected only ['ckpt.pt']: remove the temporary file on error")
-    loaded = outcome(sub, LOAD, path, *drive.build_run(sub, "adamw"))
+    loaded = sub.outcome(LOAD, path, *drive.build_run(sub, "adamw"))
     assert loaded == 1, f"{LOAD}('ckpt.pt', ...) after the failed save returned {shown(loaded)}, expected 1"
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 3, path), f"{SAVE}(model, optimizer, 3, 'ckpt.pt') after the failure")
-    files, loaded = folder.listing(), outcome(sub, LOAD, path, *drive.build_run(sub, "adamw"))
+    third = sub.outcome(SAVE, model, optimizer, 3, path)
+    check_no_raise(third, f"{SAVE}(model, optimizer, 3, 'ckpt.pt') after the failure")
+    files, loaded = folder.listing(), sub.outcome(LOAD, path, *drive.build_run(sub, "adamw"))
     assert files == ["ckpt.pt"] and loaded == 3, (
         f"a later successful save left {files} and loads as iteration {shown(loaded)}, "
         "expected ['ckpt.pt'] holding iteration 3")
@@ -344,10 +344,11 @@ def test_checkpoint_carrying_code_is_refused(sub):
     model, optimizer = drive.build_run(sub, "adamw")
     folder = drive.Folder(sub.exchange(), "hostile-")
     legit = folder.path("legit.pt")
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 1, legit, note="ok"), f"{SAVE}(model, optimizer, 1, 'legit.pt', note='ok')")
-    loaded = outcome(sub, LOAD, legit, *drive.build_run(sub, "adamw"))
+    saved = sub.outcome(SAVE, model, optimizer, 1, legit, note="ok")
+    check_no_raise(saved, f"{SAVE}(model, optimizer, 1, 'legit.pt', note='ok')")
+    loaded = sub.outcome(LOAD, legit, *drive.build_run(sub, "adamw"))
     assert loaded == 1, f"{LOAD}('legit.pt', ...) of an ordinary checkpoint returned {shown(loaded)}, expected 1"
-    extras = outcome(sub, EXTRAS, legit)
+    extras = sub.outcome(EXTRAS, legit)
     assert same(extras, {"note": "ok"}), (
         f"{EXTRAS}('legit.pt') of an ordinary checkpoint returned {shown(extras)}, expected {{'note': 'ok'}}")
     point = drive.save_point("adamw", warmup=1)
@@ -357,15 +358,18 @@ def test_checkpoint_carrying_code_is_refused(sub):
         trap = drive.Folder(sub.exchange(), f"trap-{loader}-")
         torch.save(drive.hostile_checkpoint(point, trap.path("pwned")), trap.host / "evil.pt")
         before = trap.settle()
-        args = (trap.path("evil.pt"), *drive.build_run(sub, "adamw")) if loader == "load_checkpoint" else (trap.path("evil.pt"),)
-        result = outcome(sub, f"checkpoint.{loader}", *args)
+        run = drive.build_run(sub, "adamw") if loader == "load_checkpoint" else ()
+        args = (trap.path("evil.pt"), *run)
+        result = sub.outcome(f"checkpoint.{loader}", *args)
         after = trap.snapshot()
         call = f"checkpoint.{loader}('evil.pt', ...) on a file whose unpickling would create a folder"
+        trace = "the trace is there" if "pwned" in after[3] else "the trace was hidden"
         assert after == before, (
-            f"{call}: the file's code RAN (its folder changed: {'pwned' in after[3] and 'the trace is there' or 'the trace was hidden'}), "
+            f"{call}: the file's code RAN (its folder changed: {trace}), "
             "expected it never executed: load with torch.load(..., weights_only=True)")
         assert isinstance(result, wire.Raised), (
-            f"{call} returned {shown(result)}, expected an error (torch raises pickle.UnpicklingError with weights_only=True)")
+            f"{call} returned {shown(result)}, expected an error "
+            "(torch raises pickle.UnpicklingError with weights_only=True)")
 
 
 @pytest.mark.points(1)
@@ -383,11 +387,11 @@ def test_cuda_rng_and_model_restored(sub):
     model, optimizer = drive.stage(sub, point, device="cuda")
     sub.lib("torch.cuda.set_rng_state", cuda_state)
     buffer = sub.lib("io.BytesIO")
-    check_no_raise(outcome(sub, SAVE, model, optimizer, 2, buffer), f"{SAVE}(cuda_model, optimizer, 2, BytesIO())")
+    check_no_raise(sub.outcome(SAVE, model, optimizer, 2, buffer), f"{SAVE}(cuda_model, optimizer, 2, BytesIO())")
     sub.lib("torch.cuda.manual_seed_all", 999)
     fresh_model, fresh_optimizer = drive.build_run(sub, "adamw", device="cuda")
     buffer.call("seek", 0)
-    iteration = outcome(sub, LOAD, buffer, fresh_model, fresh_optimizer)
+    iteration = sub.outcome(LOAD, buffer, fresh_model, fresh_optimizer)
     assert iteration == 2, f"{LOAD}(...) of a CUDA run returned {shown(iteration)}, expected 2"
     got = sub.lib("torch.randn", 16, device="cuda").read()
     parameters = sub.lib("builtins.list", fresh_model.call("parameters", keep=True))
