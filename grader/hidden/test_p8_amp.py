@@ -202,8 +202,9 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
     assert dtypes == ["torch.float32"], (
         f"after {call} the parameters are {dtypes}, expected float32: autocast computes in 16 bits, "
         "the parameters (the master weights) stay float32")
-    # No poisoned gradient here, so every call steps: parameters left as they were were never trained.
-    assert any(not torch.equal(after[name], value) for name, value in state.items() if name in after), (
+    # No poisoned gradient here, so outside fp16 (where a scaled gradient may overflow and the step
+    # is rightly skipped) every call steps: parameters left as they were were never trained.
+    assert precision == "fp16" or any(not torch.equal(after[name], value) for name, value in state.items() if name in after), (
         f"after {call} the parameters are exactly as they started: the optimizer never stepped")
 
 

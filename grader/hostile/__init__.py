@@ -18,6 +18,9 @@ filled in when a submission is written.
   (a function that hangs, crashes or floods is no more than an unimplemented one);
 - ``import-fails``: exactly those of the reference whose module raises at import;
 - ``budget``: no test passes that the reference fails, and the report says the time budget ran out.
+
+``fails`` lists tests that must not pass whatever the control says (an attack on one test's
+check: ``expect = "reference"`` with the one test it cheats on).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Attack:
     append: str = ""
     replace: str = ""
     files: dict[str, str] = field(default_factory=dict)
+    fails: list[str] = field(default_factory=list)
     options: dict[str, float] = field(default_factory=dict)  # call_seconds, budget_seconds, memory_mb
 
     @property

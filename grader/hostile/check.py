@@ -381,7 +381,8 @@ def _results_fact(graded: Graded, later_digest: str, control: Graded) -> tuple[b
 def _points_fact(attack: Attack, graded: Graded, control: Graded, reference: Graded) -> tuple[bool, str]:
     if graded.data is None:
         return False, "not graded"
-    mine, expected = graded.statuses, control.statuses
+    mine = graded.statuses
+    expected = {n: "failed" if n.split("::")[-1] in attack.fails else s for n, s in control.statuses.items()}
     gained = sorted(n.split("::")[-1] for n in mine if mine[n] == "passed" and expected.get(n) != "passed")
     lost = sorted(n.split("::")[-1] for n in mine if mine[n] != "passed" and expected.get(n) == "passed")
     problems = []
