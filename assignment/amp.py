@@ -40,9 +40,11 @@ def train_step(model: torch.nn.Module, batch: Batch, loss_fn: LossFn, optimizer:
 
     Returns ``{"loss": float, "grad_norm": float | None, "skipped": bool}``; "skipped" is True
     when the scaler found an inf/NaN gradient and did not step (detected as ``update()``
-    lowering the scale, as Hugging Face accelerate does). Raises ValueError for an unknown
-    precision, for "fp16" without a scaler (its gradients would underflow) and for a
-    ``max_grad_norm`` that is not a positive number.
+    lowering the scale, as Hugging Face accelerate does).
+
+    Raises:
+        ValueError: an unknown ``precision``, "fp16" without a scaler (its gradients would
+            underflow), or a ``max_grad_norm`` that is not a positive number.
     """
     raise NotImplementedError("amp.train_step is not implemented yet: see handout.md, section 'amp.train_step'")
 
@@ -64,6 +66,10 @@ def train(model: torch.nn.Module, get_batch: Callable[[], Batch], loss_fn: LossF
     """Run ``steps`` calls of ``train_step`` on ``get_batch()`` batches; return the per-step losses.
 
     ``steps`` is a count (an int or a whole-number float); the other arguments are passed to
-    ``train_step`` unchanged (so its ValueErrors apply).
+    ``train_step`` unchanged.
+
+    Raises:
+        ValueError: a negative or non-whole ``steps``, and what ``train_step`` rejects (at the first
+            step).
     """
     raise NotImplementedError("amp.train is not implemented yet: see handout.md, section 'amp.train'")

@@ -38,8 +38,12 @@ def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, it
     ``iteration`` is a count (an int, or a whole-number float). Each extra must load with
     ``torch.load(weights_only=True)``: a tensor, a Python bool/int/float/complex, str, None, or a
     list, tuple or dict of such values (exact types: numpy scalars and arrays, sets, subclasses
-    and other objects are refused). A bad iteration or extra raises ValueError before anything
-    is written.
+    and other objects are refused).
+
+    Raises:
+        ValueError: before anything is written: a negative or non-whole ``iteration``, or an extra
+            that would not load with ``weights_only=True`` (numpy values, sets, other objects,
+            anywhere inside a container, dict keys included).
     """
     raise NotImplementedError("checkpoint.save_checkpoint is not implemented yet: see handout.md, section 'checkpoint.save_checkpoint'")
 

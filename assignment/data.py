@@ -27,12 +27,14 @@ def save_tokens(tokens: Sequence[int] | np.ndarray | torch.Tensor, path: str | o
     """Write ``tokens`` to ``path`` as raw little-endian ``dtype`` integers (``ndarray.tofile``).
 
     ``tokens`` is a 1-D list (or other sequence) of ints, an integer ndarray or an integer
-    tensor; ``dtype`` a numpy integer dtype. Raises ValueError, before anything is written,
-    for no tokens at all, a token that does not fit ``dtype`` (negative for an unsigned dtype,
-    or too large), a token that is not an integer (a float, even 2.0, or a bool), or a dtype
-    that is not an integer dtype. The write is atomic: the data goes to a temporary file in
-    the same directory, which is then renamed over ``path``; if anything fails, no file is
-    left behind and a file already at ``path`` stays as it was.
+    tensor; ``dtype`` a numpy integer dtype. The write is atomic: the data goes to a temporary
+    file in the same directory, which is then renamed over ``path``; if anything fails, no file
+    is left behind and a file already at ``path`` stays as it was.
+
+    Raises:
+        ValueError: before anything is written: no tokens at all, a token that is not an integer (a
+            float, even ``2.0``, or a bool), a token that does not fit ``dtype`` (negative for an
+            unsigned dtype, or too large), or a ``dtype`` that is not an integer dtype.
     """
     raise NotImplementedError("data.save_tokens is not implemented yet: see handout.md, section 'data.save_tokens'")
 
@@ -41,8 +43,11 @@ def load_tokens(path: str | os.PathLike, dtype: npt.DTypeLike = np.uint16) -> np
     """The token file at ``path`` as a read-only ``np.memmap`` of little-endian ``dtype``.
 
     Nothing is read here: pages are read when (and only where) the array is indexed.
-    Raises ValueError for an empty file, a file whose size is not a multiple of the dtype's
-    size, or a dtype that is not an integer dtype (a missing file: FileNotFoundError).
+
+    Raises:
+        FileNotFoundError: a missing file.
+        ValueError: an empty file, a file whose size is not a multiple of the dtype's size, or a
+            ``dtype`` that is not an integer dtype.
     """
     raise NotImplementedError("data.load_tokens is not implemented yet: see handout.md, section 'data.load_tokens'")
 
@@ -58,8 +63,11 @@ def get_batch(tokens: np.ndarray, batch_size: int, context_length: int, device: 
     The starts come from ``generator`` (a ``np.random.Generator``) when given, else from numpy's
     global RNG (``np.random``), so that ``np.random.seed`` and checkpointed RNG states
     reproduce them. Only the sampled windows are read from ``tokens``. On CUDA the batch is
-    copied from pinned host memory with ``non_blocking=True``.
-    Raises ValueError if ``batch_size < 1``, ``context_length < 1`` or ``len(tokens) < L + 1``
-    (counts may be ints or whole-number floats).
+    copied from pinned host memory with ``non_blocking=True``. ``batch_size`` and
+    ``context_length`` are counts (ints or whole-number floats).
+
+    Raises:
+        ValueError: ``batch_size < 1``, ``context_length < 1``, ``len(tokens) < L + 1``, or a
+            negative or non-whole count.
     """
     raise NotImplementedError("data.get_batch is not implemented yet: see handout.md, section 'data.get_batch'")

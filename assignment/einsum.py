@@ -65,8 +65,11 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
         x.view(*batch, num_heads, hidden // num_heads)
 
     Head ``i`` is the i-th contiguous block of ``d`` features. ``num_heads`` is a count (a
-    whole float such as 4.0 is accepted); ValueError when it is not a positive whole number
-    that divides the last dim.
+    whole float such as 4.0 is accepted).
+
+    Raises:
+        ValueError: ``num_heads`` not a positive whole number that divides the last dim (check it
+            first: einops alone raises an ``EinopsError``, a ``RuntimeError``).
     """
     raise NotImplementedError("einsum.split_heads is not implemented yet: see handout.md, section 'einsum.split_heads'")
 
@@ -94,8 +97,10 @@ def per_head_linear(x: torch.Tensor, w: torch.Tensor, num_heads: int) -> torch.T
         x = x @ w                                            # (d1, d2) on each head
         x = x.reshape(*batch, -1)                            # merge heads
 
-    x: (..., heads * d1), w: (d1, d2) -> (..., heads * d2). ValueError when ``num_heads`` is
-    not a positive whole number that divides the last dim of x.
+    x: (..., heads * d1), w: (d1, d2) -> (..., heads * d2).
+
+    Raises:
+        ValueError: ``num_heads`` not a positive whole number that divides the last dim of ``x``.
     """
     raise NotImplementedError("einsum.per_head_linear is not implemented yet: see handout.md, section 'einsum.per_head_linear'")
 
@@ -126,7 +131,9 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.
 
     q: (batch, seq_q, heads * d), k: (batch, seq_k, heads * d) ->
     (batch, heads, seq_q, seq_k), scaled by 1/sqrt(d) with d the size of ONE head.
-    ValueError when ``num_heads`` is not a positive whole number that divides the hidden size.
+
+    Raises:
+        ValueError: ``num_heads`` not a positive whole number that divides the hidden size.
     """
     raise NotImplementedError("einsum.attention_scores is not implemented yet: see handout.md, section 'einsum.attention_scores'")
 

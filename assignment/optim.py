@@ -40,7 +40,9 @@ class SGD(torch.optim.Optimizer):
     (dampening 0, no Nesterov). Parameters whose ``.grad`` is None are skipped (their momentum
     buffer is left as it is). Each param group may set its own ``lr``, ``momentum`` and
     ``weight_decay``; the arguments here are the defaults for groups that do not.
-    Raises ValueError if ``lr``, ``momentum`` or ``weight_decay`` is negative.
+
+    Raises:
+        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay``.
     """
 
     def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
@@ -72,8 +74,9 @@ class AdaGrad(torch.optim.Optimizer):
     starts at ``initial_accumulator_value`` (created here, in the constructor, for every group,
     as PyTorch does). Parameters whose ``.grad`` is None are skipped. Each param group may set
     its own ``lr``, ``eps`` and ``weight_decay``.
-    Raises ValueError if ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay`` is
-    negative.
+
+    Raises:
+        ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay``.
     """
 
     def __init__(self, params: Params, lr: float = 1e-2, eps: float = 1e-10, initial_accumulator_value: float = 0.0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -60,6 +61,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
     if config.getoption("--submission"):
         config.pluginmanager.register(Recorder(config), "grader-recorder")
+
+
+@pytest.fixture(scope="session")
+def sub(request: pytest.FixtureRequest) -> Iterator[session.Submission]:
+    """The submission under test, served by the Recorder that ``--submission`` registers."""
+    recorder = request.config.pluginmanager.get_plugin("grader-recorder")
+    if recorder is None:
+        raise pytest.UsageError("the sub fixture needs --submission")
+    yield from recorder.sub()
 
 
 def gpu_in_use(config: pytest.Config) -> bool:
@@ -108,8 +118,8 @@ class Recorder:
         budget = config.getoption("--budget-seconds")
         self.deadline = time.monotonic() + budget if budget else None
 
-    @pytest.fixture(scope="session")
-    def sub(self) -> session.Submission:
+    def sub(self) -> Iterator[session.Submission]:
+        """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
         folder = Path(self.config.getoption("--submission"))
         if self.config.getoption("--in-process"):
             backend: session.Backend = session.InProcess(folder)

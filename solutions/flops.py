@@ -93,9 +93,12 @@ def deep_linear_flops(batch: int, dim: int, num_layers: int) -> dict[str, int]:
 def mfu(flops: float, seconds: float, peak_flops_per_second: float) -> float:
     """Model FLOPs utilization: achieved FLOP/s over the hardware's promised peak FLOP/s.
 
-    ``flops / seconds / peak_flops_per_second``. ValueError when ``flops`` is negative or not
-    finite, or when ``seconds`` or ``peak_flops_per_second`` is not a finite number > 0. The
-    result is not clipped: a value above 1 means a wrong peak or a broken timing.
+    ``flops / seconds / peak_flops_per_second``. The result is not clipped: a value above 1
+    means a wrong peak or a broken timing.
+
+    Raises:
+        ValueError: ``flops`` negative or not finite, or ``seconds`` or ``peak_flops_per_second``
+            not a finite number > 0.
     """
     # BEGIN SOLUTION
     return (_real(flops, "flops", positive=False) / _real(seconds, "seconds", positive=True)
@@ -107,8 +110,9 @@ def training_days(num_params: int, num_tokens: int, num_gpus: int, peak_flops_pe
                   mfu: float) -> float:
     """Days to train: 6 * params * tokens / (num_gpus * peak_flops_per_gpu * mfu), in days.
 
-    ValueError when ``mfu`` is outside (0, 1], when ``num_gpus`` is not a whole number >= 1,
-    or when ``peak_flops_per_gpu`` is not a finite number > 0.
+    Raises:
+        ValueError: ``mfu`` outside (0, 1], ``num_gpus`` below 1 or not whole,
+            ``peak_flops_per_gpu`` not a finite number > 0, or a negative or non-whole count.
     """
     # BEGIN SOLUTION
     if isinstance(mfu, bool) or not isinstance(mfu, numbers.Real) or not 0 < mfu <= 1:
@@ -129,7 +133,11 @@ def time_matmul(m: int, k: int, n: int, dtype: torch.dtype, device: str | torch.
     initialization and kernel selection), then ``repeats`` products timed together, and on
     CUDA ``torch.cuda.synchronize`` before starting and before stopping the clock (kernels run
     asynchronously: without it you time the launches, not the work). ``dtype`` is float16,
-    bfloat16, float32 or float64 (anything else: ValueError); ``repeats`` >= 1.
+    bfloat16, float32 or float64; ``repeats`` >= 1.
+
+    Raises:
+        ValueError: a ``dtype`` other than float16, bfloat16, float32 and float64, ``repeats`` below
+            1, or a negative or non-whole count.
     """
     # BEGIN SOLUTION
     m, k, n, repeats = as_count(m, "m"), as_count(k, "k"), as_count(n, "n"), as_count(repeats, "repeats")

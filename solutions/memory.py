@@ -64,7 +64,10 @@ def bytes_per_element(dtype: torch.dtype) -> int:
 
     Supported: float64/32/16, bfloat16, every float8 variant (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz,
     e8m0fnu), int8/16/32/64, uint8/16/32/64, bool, complex64, complex128.
-    Any other dtype (sub-byte, quantized) or a non-dtype: ValueError.
+
+    Raises:
+        ValueError: any other dtype (sub-byte such as ``torch.int4``, quantized such as
+            ``torch.qint8``) or something that is not a dtype.
     """
     # BEGIN SOLUTION
     if not isinstance(dtype, torch.dtype) or dtype not in _BYTES:
@@ -76,8 +79,11 @@ def bytes_per_element(dtype: torch.dtype) -> int:
 def tensor_memory_bytes(shape: Sequence[int], dtype: torch.dtype) -> int:
     """Bytes of a contiguous tensor of ``shape`` and ``dtype``, computed without allocating it.
 
-    ``shape`` is a sequence of non-negative ints (a ``torch.Size`` works); anything else, or an
-    unsupported dtype: ValueError. ``tensor_memory_bytes((1024, 1024), torch.float32) == 4 MiB``.
+    ``shape`` is a sequence of non-negative ints (a ``torch.Size`` works).
+    ``tensor_memory_bytes((1024, 1024), torch.float32) == 4 MiB``.
+
+    Raises:
+        ValueError: a shape that is not a sequence of non-negative ints, or an unsupported dtype.
     """
     # BEGIN SOLUTION
     if not isinstance(shape, Sequence) or isinstance(shape, (str, bytes)):
@@ -93,7 +99,10 @@ def float_layout(dtype: torch.dtype) -> tuple[int, int, int]:
     """``(sign, exponent, mantissa)`` bit counts of a floating-point dtype.
 
     Supported: float64 (1, 11, 52), float32 (1, 8, 23), float16 (1, 5, 10), bfloat16 (1, 8, 7),
-    float8_e4m3fn (1, 4, 3), float8_e5m2 (1, 5, 2). Any other dtype: ValueError.
+    float8_e4m3fn (1, 4, 3), float8_e5m2 (1, 5, 2).
+
+    Raises:
+        ValueError: any other dtype.
     """
     # BEGIN SOLUTION
     exponent, mantissa, _ = _format(dtype, _LAYOUT_DTYPES)
@@ -109,7 +118,10 @@ def decode_float(bits: int, dtype: torch.dtype) -> float:
     float8_e4m3fn, float8_e5m2. Normals, subnormals, signed zeros, infinities and NaN come out
     exactly as PyTorch reads the same bits; float8_e4m3fn has no infinities and only
     S.1111.111 is NaN. Bit arithmetic only: no reinterpreting through torch, numpy or struct.
-    A bad pattern or dtype: ValueError.
+
+    Raises:
+        ValueError: ``bits`` not an int in ``[0, 2**(8 * bytes_per_element(dtype)))``, or another
+            dtype.
     """
     # BEGIN SOLUTION
     exponent_bits, mantissa_bits, bias = _format(dtype, _DECODE_DTYPES)
@@ -144,7 +156,11 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
     when its float32 rounding is at most half the smallest subnormal of ``dtype``.
     ``underflows_to_zero(1e-8, torch.float16)`` is True; in bfloat16 it is False.
     Dtypes: float64, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,
-    float8_e5m2fnuz; any other dtype, or a zero, infinite or NaN value: ValueError.
+    float8_e5m2fnuz.
+
+    Raises:
+        ValueError: another dtype (``float8_e8m0fnu`` has no zero), or a zero, infinite or NaN
+            value.
     """
     # BEGIN SOLUTION
     _, mantissa_bits, bias = _format(dtype, _UNDERFLOW_DTYPES)
@@ -167,7 +183,10 @@ def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.fl
 
     The parameter and its gradient in ``param_dtype``, plus the optimizer's state in float32:
     "sgd" keeps 0 state tensors, "momentum", "adagrad" and "rmsprop" 1, "adam" and "adamw" 2.
-    float32 AdamW: 4 + 4 + (4 + 4) = 16. An unknown optimizer or dtype: ValueError.
+    float32 AdamW: 4 + 4 + (4 + 4) = 16.
+
+    Raises:
+        ValueError: an unknown optimizer name or an unsupported dtype.
     """
     # BEGIN SOLUTION
     states = _state_tensors(optimizer)
@@ -180,6 +199,9 @@ def max_trainable_params(num_gpus: int, bytes_per_gpu: int, bytes_per_param: int
 
     Activations are ignored. The lecture's 8 H100s of 80e9 bytes with AdamW (16 bytes/param)
     hold 4e10 parameters. Counts may be whole-number floats; bytes_per_param must be >= 1.
+
+    Raises:
+        ValueError: ``bytes_per_param == 0``, or a negative or non-whole count.
     """
     # BEGIN SOLUTION
     gpus = as_count(num_gpus, "num_gpus")
@@ -201,6 +223,10 @@ def deep_linear_memory(batch: int, dim: int, num_layers: int, optimizer: str = "
     "gradients" (one per parameter), "optimizer_state" (float32, as in
     ``training_bytes_per_param``) and "total" (their sum). Parameters, gradients and
     activations are stored in ``dtype``.
+
+    Raises:
+        ValueError: an unknown optimizer name, an unsupported dtype, or a negative or non-whole
+            count.
     """
     # BEGIN SOLUTION
     batch, dim, num_layers = as_count(batch, "batch"), as_count(dim, "dim"), as_count(num_layers, "num_layers")

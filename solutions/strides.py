@@ -72,7 +72,10 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
     The last dim has stride 1; each earlier one steps over a whole row of the next:
     ``contiguous_strides((2, 3, 4)) == (12, 4, 1)``. A size-0 dim counts as size 1 here
-    (``torch.empty(2, 0, 3).stride() == (3, 3, 1)``). A negative or non-int size: ValueError.
+    (``torch.empty(2, 0, 3).stride() == (3, 3, 1)``).
+
+    Raises:
+        ValueError: a negative or non-int size.
     """
     # BEGIN SOLUTION
     shape = _ints(shape, "shape")
@@ -88,8 +91,13 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 def flat_index(index: Sequence[int], shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> int:
     """Storage position of element ``index``: ``offset + sum(i * stride)``.
 
-    Negative entries count from the end of their dim, as in Python. An entry out of range, or an
-    index whose length is not ``len(shape)``: IndexError. Mismatched shape/strides: ValueError.
+    Negative entries count from the end of their dim, as in Python.
+
+    Raises:
+        IndexError: an entry out of range or not an int, or an index whose length is not
+            ``len(shape)``.
+        ValueError: shape and strides of different lengths or with a negative or non-int entry, or a
+            negative or non-int offset.
     """
     # BEGIN SOLUTION
     shape, strides = _layout(shape, strides)
@@ -114,6 +122,9 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     Contiguous means the strides are ``contiguous_strides(shape)``, except that a dim of size 1
     may have any stride (it is never stepped over), and a tensor with no elements is always
     contiguous.
+
+    Raises:
+        ValueError: shape and strides of different lengths or with a negative or non-int entry.
     """
     # BEGIN SOLUTION
     shape, strides = _layout(shape, strides)
@@ -134,7 +145,12 @@ def transpose(shape: Sequence[int], strides: Sequence[int], dim0: int,
               dim1: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``(shape, strides)`` of ``x.transpose(dim0, dim1)``: the two dims swap sizes and strides.
 
-    Negative dims count from the end; a dim out of range: IndexError.
+    Negative dims count from the end.
+
+    Raises:
+        IndexError: a dim out of range.
+        ValueError: shape and strides of different lengths or with a negative or non-int entry, or a
+            dim that is not an int.
     """
     # BEGIN SOLUTION
     shape, strides = _layout(shape, strides)
@@ -155,8 +171,14 @@ def slice_view(shape: Sequence[int], strides: Sequence[int], offset: int, dim: i
     Python's slice rules: None means "from the start"/"to the end", negative bounds count from
     the end, out-of-range bounds clamp. The dim keeps ``len(range(start, stop, step))``
     elements, its stride is multiplied by ``step``, and the offset moves to the first kept
-    element (``offset + start * stride``, with the clamped start). ``step`` must be >= 1
-    (ValueError, as torch); a dim out of range: IndexError.
+    element (``offset + start * stride``, with the clamped start). ``step`` must be >= 1, as
+    in torch.
+
+    Raises:
+        IndexError: a dim out of range (a 0-d tensor has none).
+        ValueError: ``step`` below 1, a bound that is neither an int nor None, a dim that is not an
+            int, a negative offset, or shape and strides of different lengths or with a negative or
+            non-int entry.
     """
     # BEGIN SOLUTION
     shape, strides = _layout(shape, strides)
@@ -182,9 +204,12 @@ def view_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequen
 
     One entry of ``new_shape`` may be -1: it is inferred from the element count. A view exists
     when every group of new dims falls inside a run of old dims that are laid out contiguously
-    with respect to each other (size-1 dims never break a run). A ``new_shape`` whose element
-    count differs from ``shape``'s, more than one -1, a -1 that cannot be inferred (zero elements)
-    or another negative size: ValueError.
+    with respect to each other (size-1 dims never break a run).
+
+    Raises:
+        ValueError: a ``new_shape`` whose element count differs from ``shape``'s, more than one -1,
+            a -1 that cannot be inferred (zero elements) or another negative size; or shape and
+            strides of different lengths or with a negative or non-int entry.
     """
     # BEGIN SOLUTION
     shape, strides = _layout(shape, strides)
@@ -223,7 +248,11 @@ def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` and ``b`` are views of one storage (writing through one changes the other).
 
     Compare the storages themselves, not the tensors' first elements: ``x[1:]`` shares ``x``'s
-    storage although ``x[1:].data_ptr() != x.data_ptr()``. Non-tensors: ValueError.
+    storage although ``x[1:].data_ptr() != x.data_ptr()``. Two tensors with no elements may or
+    may not share a storage (PyTorch gives each a null pointer): unspecified, and not graded.
+
+    Raises:
+        ValueError: an argument that is not a tensor.
     """
     # BEGIN SOLUTION
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
