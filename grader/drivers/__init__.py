@@ -8,7 +8,7 @@ identical inputs and call sequences. Nothing here is ever copied into the worker
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -45,25 +45,20 @@ class Local:
 
 def unwrap(value: Any) -> Any:
     """``Local`` wrappers inside a value become the objects they hold."""
-    if isinstance(value, Local):
-        return value.obj
-    if isinstance(value, list):
-        return [unwrap(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(unwrap(item) for item in value)
-    if isinstance(value, dict):
-        return {key: unwrap(item) for key, item in value.items()}
-    return value
+    return _rebuild(value, lambda item: item.obj if isinstance(item, Local) else item)
 
 
 def copy(value: Any) -> Any:
     """A value as it would cross the wire: tensors as detached CPU clones, containers rebuilt."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").clone()
+    return _rebuild(value, lambda item: item.detach().to("cpu").clone() if isinstance(item, torch.Tensor) else item)
+
+
+def _rebuild(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with lists, tuples and dicts rebuilt (dicts as plain dicts) and ``leaf`` applied to the rest."""
     if isinstance(value, list):
-        return [copy(item) for item in value]
+        return [_rebuild(item, leaf) for item in value]
     if isinstance(value, tuple):
-        return tuple(copy(item) for item in value)
+        return tuple(_rebuild(item, leaf) for item in value)
     if isinstance(value, dict):
-        return {key: copy(item) for key, item in value.items()}
-    return value
+        return {key: _rebuild(item, leaf) for key, item in value.items()}
+    return leaf(value)

@@ -36,8 +36,8 @@ DELEGATION_RULE = ("P5 asks for SGD and AdaGrad written from scratch: while your
 _PRIVATE = ["sgd.sgd", "sgd._single_tensor_sgd", "sgd._multi_tensor_sgd", "sgd._fused_sgd",
             "adagrad.adagrad", "adagrad._single_tensor_adagrad", "adagrad._multi_tensor_adagrad",
             "adagrad._fused_adagrad", "_functional.sgd", "_functional.adagrad"]
-DELEGATION = sorted({f"torch.optim.{cls}.{method}" for cls in ("SGD", "Adagrad", "sgd.SGD", "adagrad.Adagrad",
-                                                               "_multi_tensor.SGD", "_multi_tensor.Adagrad")
+# The classes by both of their names: after a reload of torch.optim.sgd, its SGD is a new class.
+DELEGATION = sorted({f"torch.optim.{cls}.{method}" for cls in ("SGD", "Adagrad", "sgd.SGD", "adagrad.Adagrad")
                      for method in ("__init__", "step")}
                     | {f"torch.optim.{name}" for name in _PRIVATE}
                     | {"torch._foreach_*", "torch._fused_sgd_", "torch._fused_adagrad_", "importlib.reload"})
@@ -328,10 +328,8 @@ class _Mistaken(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        with torch.enable_grad():
+            loss = None if closure is None else closure()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
@@ -365,7 +363,8 @@ class _Mistaken(torch.optim.Optimizer):
         p.addcdiv_(g, (total + group["eps"]).sqrt() if inside else total.sqrt() + group["eps"], value=-group["lr"])
 
 
-MISTAKES = {"SGD": ["weight decay added after the momentum buffer", "a first momentum step damped to (1 - momentum) * g",
+MISTAKES = {"SGD": ["weight decay added after the momentum buffer",
+                    "a first momentum step damped to (1 - momentum) * g",
                     "a momentum buffer that restarts every step"],
             "AdaGrad": ["eps inside the square root, sqrt(sum + eps)", "a sum of squares that restarts every step"]}
 
@@ -481,6 +480,6 @@ def shortcuts(source: str) -> list[str]:
             found += [f"line {line}: {_callee(node)}(..., {t!r})" for t in texts
                       if _forbidden(t) or (_callee(node) in ("eval", "exec", "compile") and re.search(
                           r"\b(SGD|Adagrad|_foreach_\w*)\b", t))]
-        elif isinstance(node, ast.Subscript) and (text := _fold(node.slice, constants)) is not None and _forbidden(text):
+        elif isinstance(node, ast.Subscript) and _forbidden(text := _fold(node.slice, constants) or ""):
             found.append(f"line {line}: [{text!r}]")
     return found
