@@ -120,7 +120,7 @@ def _kill(pids: set[int]) -> None:
 
 
 def secret_paths() -> list[Path]:
-    """What no worker may see: the grader (hidden suites, probes' originals), the reference, and
+    """What no worker may see: the grader (hidden suites, drivers), the reference, and
     the kit checkout's history. The worker's root holds none of them unless the Python
     installation does (a kit installed into site-packages); then they are covered."""
     import importlib.util
@@ -176,7 +176,6 @@ class Worker:
         for source in [KIT / "wire.py", *CONFINED.glob("*.py")]:
             if source.name != "__init__.py":
                 shutil.copy2(source, kit / source.name)
-        shutil.copytree(KIT / "probes", kit / "kit_probes", ignore=shutil.ignore_patterns("__pycache__"))
         (workdir / EXCHANGE).mkdir()
         (base / "root").mkdir()
         if self._uid is not None:  # used as is only where no namespace can be made
@@ -384,7 +383,7 @@ class Worker:
         A module whose import ended or hung the worker once is not imported again: later
         requests into it fail at once with the same reason (importing is deterministic, and a
         restart per call would spend the submission's whole time budget)."""
-        module = str(message.get("target") or message.get("probe") or "").partition(".")[0]
+        module = str(message.get("target") or "").partition(".")[0]
         for name in (module, "__init__"):
             if name in self.fatal_imports:
                 raise WorkerFailure(f"{self.fatal_imports[name]} (not imported again)")
@@ -401,7 +400,7 @@ class Worker:
                 raise
         else:
             deadline = time.monotonic() + timeout
-        what = f"running {message.get('target') or message.get('probe')}"
+        what = f"running {message.get('target') or message.get('$type')}"
         self._write_frame(message, deadline, what)
         importing, announced = None, 0
         try:

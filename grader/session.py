@@ -211,14 +211,6 @@ class Submission:
             raise StudentError(f"{what} raised {result}, expected {exc.__name__}{self._import_hint()}")
         return result
 
-    def probe(self, name: str, *, timeout: float | None = None, **kwargs: Any) -> Any:  # transitional
-        """Run the grader-owned probe ``probes/<module>.py:<name>`` on the student module."""
-        message = {"$type": "probe", "probe": name, "kwargs": wire.encode(kwargs)}
-        result = self._send(message, f"probe {name}", timeout)
-        if isinstance(result, wire.Raised):
-            raise StudentError(f"while driving your code ({name.replace('.', ': ', 1)}): {result}{self._import_hint()}")
-        return result
-
     def exchange(self) -> Exchange:
         """The folder the judge shares with the running worker: write inputs into ``.host``, give
         student code ``.path(name)``, inspect what it wrote from the judge. Starts the worker if it

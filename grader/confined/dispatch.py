@@ -117,13 +117,6 @@ class Dispatcher:
         for number in message.get("handles", []):
             self.table.pop(number, None)
 
-    def _op_probe(self, message: dict) -> Any:  # transitional: removed with the last grader/probes module
-        module_name, _, probe_name = message["probe"].partition(".")
-        student_module = self.student_module(module_name)
-        probes = "kit_probes" if not __package__ else "grader.probes"
-        _, kwargs = self._arguments(message)
-        return getattr(importlib.import_module(f"{probes}.{module_name}"), probe_name)(student_module, **kwargs)
-
     def _op_forbid(self, message: dict) -> None:
         self._disarm()
         self.rule = str(message.get("rule", "this call is not allowed here"))

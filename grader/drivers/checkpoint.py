@@ -27,6 +27,8 @@ import torch
 
 from grader.session import StudentError
 
+from .local import Local, unwrap
+
 OPTIMIZERS = {
     "adamw": ("torch.optim.AdamW", {"lr": 1e-2, "weight_decay": 0.1}),
     "sgd_momentum": ("torch.optim.SGD", {"lr": 1e-2, "momentum": 0.9}),
@@ -51,24 +53,6 @@ class Side(Protocol):
     def lib(self, target: str, *args: Any, **kwargs: Any) -> Handle: ...
 
 
-class Local:
-    """A judge-side object with ``Remote``'s interface; what it returns is copied as the wire would."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def call(self, method: str, *args: Any, keep: bool = False, **kwargs: Any) -> Any:
-        result = getattr(self.value, method)(*_unwrap(args), **_unwrap(kwargs))
-        return Local(result) if keep else _copy(result)
-
-    def get(self, name: str, keep: bool = False) -> Any:
-        result = getattr(self.value, name)
-        return Local(result) if keep else _copy(result)
-
-    def read(self) -> Any:
-        return _copy(self.value)
-
-
 class JudgeSide:
     """Builds library objects in the judge: the oracle's side."""
 
@@ -76,32 +60,10 @@ class JudgeSide:
         factory = locate(target)
         if not callable(factory):
             raise LookupError(f"no library callable {target!r}")
-        return Local(factory(*_unwrap(args), **_unwrap(kwargs)))
+        return Local(factory(*unwrap(args), **unwrap(kwargs)))
 
 
 JUDGE = JudgeSide()
-
-
-def _unwrap(value: Any) -> Any:
-    if isinstance(value, Local):
-        return value.value
-    if type(value) in (list, tuple):
-        return type(value)(_unwrap(item) for item in value)
-    if type(value) is dict:
-        return {key: _unwrap(item) for key, item in value.items()}
-    return value
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").clone()
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if type(value) in (list, tuple):
-        return type(value)(_copy(item) for item in value)
-    if type(value) is dict:
-        return {key: _copy(item) for key, item in value.items()}
-    return value
 
 
 # --- recipes (one for both sides) ---------------------------------------------------------------

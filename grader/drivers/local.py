@@ -4,50 +4,67 @@ A driver written once against ``call``/``get``/``set``/``read`` runs the same se
 object the worker holds (the submission's answer) and on a local torch object (the oracle).
 """
 
+
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
 import torch
 
 
 class Local:
-    """Wraps a judge-side object; ``keep`` is accepted and ignored (everything stays here)."""
+    """A judge-side object driven like a ``Remote``: ``call``, ``get``, ``set``, ``read``.
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    Results come back as copies (tensors detached and cloned to the CPU, containers rebuilt),
+    as a worker's results do, unless ``keep=True`` wraps them for further driving."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"<{type(self.obj).__name__} in the judge>"
 
     def call(self, method: str, *args: Any, keep: bool = False, **kwargs: Any) -> Any:
-        result = getattr(self.value, method)(*_unwrap(args), **_unwrap(kwargs))
-        return Local(result) if keep else _copy(result)
+        result = getattr(self.obj, method)(*unwrap(args), **unwrap(kwargs))
+        return Local(result) if keep else copy(result)
 
     def get(self, name: str, keep: bool = False) -> Any:
-        result = getattr(self.value, name)
-        return Local(result) if keep else _copy(result)
+        value = getattr(self.obj, name)
+        return Local(value) if keep else copy(value)
 
     def set(self, name: str, value: Any) -> None:
-        setattr(self.value, name, _unwrap(value))
+        setattr(self.obj, name, unwrap(value))
 
     def read(self) -> Any:
-        return _copy(self.value)
+        return copy(self.obj)
+
+    def release(self) -> None:
+        pass
 
 
-def _unwrap(value: Any) -> Any:
-    if isinstance(value, Local):
-        return value.value
-    if type(value) in (list, tuple):
-        return type(value)(_unwrap(item) for item in value)
-    if type(value) is dict:
-        return {key: _unwrap(item) for key, item in value.items()}
-    return value
+def unwrap(value: Any) -> Any:
+    """``Local`` wrappers inside a value become the objects they hold."""
+    return _rebuild(value, lambda item: item.obj if isinstance(item, Local) else item)
 
 
-def _copy(value: Any) -> Any:
-    """What the wire would give: tensors as detached CPU copies (no shared storage, no grad)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu").clone()
-    if type(value) in (list, tuple):
-        return type(value)(_copy(item) for item in value)
-    if type(value) is dict:
-        return {key: _copy(item) for key, item in value.items()}
-    return value
+def copy(value: Any) -> Any:
+    """A value as it would cross the wire: tensors as detached CPU clones, containers rebuilt."""
+    return _rebuild(value, _copied)
+
+
+def _copied(item: Any) -> Any:
+    if isinstance(item, torch.Tensor):
+        return item.detach().to("cpu").clone()
+    return item.copy() if isinstance(item, np.ndarray) else item
+
+
+def _rebuild(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with lists, tuples and dicts rebuilt (dicts as plain dicts) and ``leaf`` applied to the rest."""
+    if isinstance(value, list):
+        return [_rebuild(item, leaf) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_rebuild(item, leaf) for item in value)
+    if isinstance(value, dict):
+        return {key: _rebuild(item, leaf) for key, item in value.items()}
+    return leaf(value)

@@ -2,7 +2,7 @@
 
 Checks: only the expected top-level entries exist; no solution marker survives; the stubs are
 exactly what ``grader stubs`` generates; and no distinctive line of a solution region or of a
-hidden suite or probe appears in any released file (lines that the public tests or the stubs
+hidden suite or judge-side driver appears in any released file (lines that the public tests or the stubs
 themselves contain are not secrets, nor are the few idioms in ``PUBLIC_IDIOMS``).
 """
 
