@@ -308,12 +308,21 @@ def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
         f"{call} returned loss {result['loss']!r}, expected {want_loss!r} (the loss computed under that autocast)")
 
 
+def why_refused(kwargs: dict) -> str:
+    """The contract's reason for refusing these arguments."""
+    if kwargs.get("max_grad_norm") is not None and kwargs["max_grad_norm"] <= 0:
+        return "max_grad_norm must be a positive number or None"
+    return "fp16 needs a GradScaler" if kwargs["precision"] == "fp16" else "precision is fp32, bf16 or fp16"
+
+
 @pytest.mark.points(1)
 def test_bad_arguments_raise_value_error(sub):
-    """fp16 without a scaler and unknown precisions raise ValueError before touching the model"""
+    """fp16 without a scaler, unknown precisions and a max_grad_norm that is not positive raise ValueError
+    before touching the model"""
     state, (x, y) = model_state(0, 8), batch(0, 4)
     cases = [dict(precision="fp16"), dict(precision="fp16", max_grad_norm=1.0), dict(precision="fp8"),
-             dict(precision="float32"), dict(precision="BF16", scaler={})]
+             dict(precision="float32"), dict(precision="BF16", scaler={}), dict(precision="fp32", max_grad_norm=0.0),
+             dict(precision="fp32", max_grad_norm=-1.0), dict(precision="bf16", max_grad_norm=-1e-3)]
     for kwargs in cases:
         trainer = drive.Trainer(sub, state, scaler=kwargs.pop("scaler", None))
         outcome = trainer.step(x, y, **kwargs)
@@ -322,7 +331,7 @@ def test_bad_arguments_raise_value_error(sub):
         call = f"{STEP}(model, (x, y), mse_loss, SGD, scaler={scaler_text}, {arguments})"
         assert isinstance(outcome, wire.Raised) and outcome.is_a(ValueError), (
             f"{call} gave {shown(outcome)}, expected ValueError "
-            f"({'fp16 needs a GradScaler' if kwargs['precision'] == 'fp16' else 'precision is fp32, bf16 or fp16'})")
+            f"({why_refused(kwargs)})")
         diff = max_param_diff(trainer.parameters(), state)
         assert diff == 0, f"{call} changed the parameters before raising, expected them untouched"
 

@@ -62,9 +62,10 @@ def test_verdict_kills_a_mutant_that_loses_points_and_spares_the_reference():
     assert verdict("solutions", "P4", reference)[0] == SURVIVED
 
 
-def test_a_seeded_sample_leaves_no_unlisted_survivor(tmp_path: Path):
-    found = mutate(["P1", "P2", "P3", "P4"], work=tmp_path, sample=5, seed=0)
-    assert len(found) == 20
+@pytest.mark.parametrize("problems, sample", [(["P1", "P2", "P3", "P4"], 5), (["P5", "P6", "P7", "P8"], 2)])
+def test_a_seeded_sample_leaves_no_unlisted_survivor(tmp_path: Path, problems: list[str], sample: int):
+    found = mutate(problems, work=tmp_path, sample=sample, seed=0)
+    assert len(found) == sample * len(problems)
     bad = [f"{o.problem} {o.identity} ({o.status}): {o.detail}\n{o.diff}" for o in found
            if o.status not in ("killed", "equivalent")]
     assert not bad, "\n".join(bad)
