@@ -196,7 +196,7 @@ class Worker:
         self._response_r, response_w = os.pipe()
         config = {"workdir": str(workdir), "root": str(self._workdir / "root"), "masks": self.masks,
                   "readonly": self.readonly, "expose": interpreter_paths(), "uid": self._uid, "gid": self._uid,
-                  "judge_pid": os.getpid(), "request_fd": request_r, "response_fd": response_w,
+                  "request_fd": request_r, "response_fd": response_w,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
                   "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
                   "namespaces": self.limits.namespaces}

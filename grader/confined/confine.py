@@ -249,6 +249,7 @@ def _become_worker(config: dict, how: str, parent_alive: int) -> dict[str, str]:
         _drop_capabilities()
         obtained["user"] = f"uid {os.getuid()} (the judge's, in a user namespace, no capabilities)"
     obtained["processes"] += f", own PID namespace (its processes die with it), at most {config['processes']}"
+    obtained["signals"] = "cannot reach the judge (own PID namespace)"
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if select.select([parent_alive], [], [], 0)[0]:  # end of file: the waiting parent died before the signal was armed
@@ -273,7 +274,7 @@ def _open_to_others(path: str) -> bool:
             and os.stat(path).st_mode & (stat.S_IROTH | stat.S_IXOTH) == stat.S_IROTH | stat.S_IXOTH)
 
 
-def _unconfined(config: dict, why: str) -> dict[str, str]:
+def _unconfined(config: dict, why: str, parent: int) -> dict[str, str]:
     if config["uid"] is not None and not all(_open_to_others(p) for p in config["expose"]):
         why += "; the interpreter is not readable by other users, so the uid is not dropped"
         config = {**config, "uid": None}
@@ -287,29 +288,36 @@ def _unconfined(config: dict, why: str) -> dict[str, str]:
         os.setresuid(config["uid"], config["uid"], config["uid"])
         resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != config["judge_pid"]:
-        os._exit(1)
+    _die_with(parent)
+    dropped = config["uid"] is not None
     return {"network": f"host network (no namespaces: {why})", "filesystem": f"host filesystem, not hidden ({why})",
             "processes": "host processes visible", "user": f"uid {os.getuid()}" + (
-                " (dropped from root, dedicated to this worker)" if config["uid"] is not None else
-                f" (same user as the judge: {why})")}
+                " (dropped from root, dedicated to this worker)" if dropped else f" (same user as the judge: {why})"),
+            "signals": "cannot signal the judge: another uid, no capabilities" if dropped else
+            "can signal the judge: same uid, no PID namespace"}
+
+
+def _die_with(parent: int) -> None:
+    """Die with the judge: arm the death signal, then make sure the judge did not die before it was armed
+    (the parent read at start, ``parent``, would then have been replaced by a reaper)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def confine(config: dict) -> dict[str, str]:
     """Apply every containment the host allows; returns (in the worker process) what was obtained."""
+    parent = os.getppid()
     os.umask(0o022)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         if not config["namespaces"]:
             raise OSError(0, "namespaces turned off")
         how = _enter_namespaces()
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != config["judge_pid"]:  # the judge died before the death signal was armed
-            os._exit(1)
+        _die_with(parent)
         _build_root(config)
     except OSError as exc:
-        obtained = _unconfined(config, exc.strerror or str(exc))
+        obtained = _unconfined(config, exc.strerror or str(exc), parent)
     else:
         alive_r, alive_w = os.pipe()
         child = os.fork()

@@ -221,7 +221,8 @@ def test_isolation_is_reported_and_real(worker):
     assert len(seen["processes"]) <= 3, seen["processes"]  # its own PID namespace
     if os.geteuid() == 0:
         assert seen["uid"] != 0 and "dropped from root" in worker.isolation["user"]
-    assert {"network", "filesystem", "processes", "user", "limits"} <= set(worker.isolation)
+    assert {"network", "filesystem", "processes", "user", "limits", "signals"} <= set(worker.isolation)
+    assert worker.isolation["signals"].startswith("cannot")
 
 
 def test_without_namespaces_the_worker_still_works_and_says_so(package):
@@ -235,6 +236,7 @@ def test_without_namespaces_the_worker_still_works_and_says_so(package):
         assert "host network" in worker.isolation["network"] and "not hidden" in worker.isolation["filesystem"]
         if os.geteuid() == 0 and "not dropped" not in worker.isolation["user"]:
             assert call(worker, "whoami") != 0 and "dropped from root" in worker.isolation["user"]
+            assert worker.isolation["signals"].startswith("cannot signal the judge")
         elif os.geteuid() == 0:  # e.g. an interpreter under /root: said, not hidden
             assert call(worker, "whoami") == 0
     finally:
