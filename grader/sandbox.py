@@ -4,16 +4,20 @@ A ``Worker`` copies the submission package and the worker files into a private t
 folder, starts ``confine.py`` there in a new session with a scrubbed environment (it builds
 the worker's own root filesystem, namespaces and identity: see its docstring), and talks to
 it over two pipes (never stdin/stdout: those are captured, truncated and otherwise ignored).
-Each request has a wall-clock limit; a resident-memory watchdog kills a worker whose process
-tree grows past its cap; on a timeout, crash, memory kill or protocol violation the whole
-process tree (and, when dropped to a dedicated uid, every process of that uid) is killed and
-the next request starts a fresh worker from a fresh copy.
+Each request has a wall-clock limit. Memory is capped by a per-worker cgroup where the host
+gives one (``containment.cgroup``: it counts memfds and tmpfs files, and limits the process
+count), and always by a watchdog that kills a worker whose process tree grows past its cap
+(without a cgroup it counts the tree's memfds and private tmpfs files too). On a timeout,
+crash, memory kill or protocol violation the whole process tree (its cgroup, and, when dropped
+to a dedicated uid, every process of that uid) is killed and the next request starts a fresh
+worker from a fresh copy.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import socket
 import os
 import select
 import shutil
@@ -27,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
+from .containment import cgroup as cgroups
+from .containment import uids
+from .containment.uids import UID_BASE, UID_SPAN  # noqa: F401 - where the attack check finds them
 from .session import WorkerFailure
 
 KIT = Path(__file__).resolve().parent
@@ -35,7 +42,6 @@ PR_SET_CHILD_SUBREAPER = 36
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
-UID_BASE, UID_SPAN = 200_000, 60_000
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,54 @@ def _resident_bytes(pids: set[int]) -> int:
     return total
 
 
+_HOST_SCRATCH = ("/tmp", "/dev/shm")
+
+
+def _hidden_bytes(pids: set[int], uid: int | None) -> int:
+    """Memory outside the resident set that the tree holds: its memfds (each counted once), its
+    private tmpfs mounts (/tmp and /dev/shm of its own root) and, with a dedicated uid and no
+    private root, that uid's files in the host's /dev/shm."""
+    files: dict[tuple[int, int], int] = {}
+    mounts: dict[int, int] = {}
+    host = {os.stat(p).st_dev for p in _HOST_SCRATCH if os.path.isdir(p)}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+            except OSError:
+                continue
+        for scratch in _HOST_SCRATCH:
+            try:
+                info, usage = os.stat(f"/proc/{pid}/root{scratch}"), os.statvfs(f"/proc/{pid}/root{scratch}")
+            except OSError:
+                continue
+            if info.st_dev not in host:
+                mounts[info.st_dev] = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+    total = sum(files.values()) + sum(mounts.values())
+    if uid is not None and not mounts:
+        total += sum(f.stat().st_blocks * 512 for f in _owned_files(Path("/dev/shm"), uid))
+    return total
+
+
+def _owned_files(folder: Path, uid: int) -> list[Path]:
+    found = []
+    for top, _, names in os.walk(folder):
+        for name in names:
+            path = Path(top, name)
+            try:
+                if path.lstat().st_uid == uid:
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
 def _kill(pids: set[int]) -> None:
     for pid in pids:
         try:
@@ -157,6 +211,8 @@ class Worker:
         self.fatal_imports: dict[str, str] = {}  # module -> how importing it ended the worker
         self._proc: subprocess.Popen | None = None
         self._uid: int | None = None
+        self._claim: uids.Claim | None = None
+        self._cgroup: cgroups.Cgroup | None = None
         _become_subreaper()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -181,32 +237,33 @@ class Worker:
             workdir.chmod(0o700)
         return base
 
-    def _pick_uid(self) -> int | None:
-        if os.geteuid() != 0:
-            return None
-        taken = {uid for _, uid in _processes().values()}
-        start = os.getpid() % UID_SPAN
-        return next(UID_BASE + (start + i) % UID_SPAN for i in range(UID_SPAN) if UID_BASE + (start + i) % UID_SPAN not in taken)
-
     def _start(self) -> None:
-        self._uid = self._pick_uid()
+        self._claim = uids.claim() if os.geteuid() == 0 else None
+        self._uid = self._claim.uid if self._claim else None
+        self._cgroup = cgroups.create(self.limits.memory_bytes, self.limits.processes)
         self._workdir = self._prepare()
         workdir = self._workdir / "work"
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
+        placement, placement_w = socket.socketpair() if self._cgroup else (None, None)
+        passed = [fd for fd in (request_r, response_w, placement_w and placement_w.fileno()) if fd is not None]
         config = {"workdir": str(workdir), "root": str(self._workdir / "root"), "masks": self.masks,
                   "readonly": self.readonly, "expose": interpreter_paths(), "uid": self._uid, "gid": self._uid,
                   "request_fd": request_r, "response_fd": response_w,
+                  "placement_fd": placement_w.fileno() if placement_w else None,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
                   "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
                   "namespaces": self.limits.namespaces}
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=workdir,
-                                      env=env, pass_fds=(request_r, response_w), stdin=subprocess.DEVNULL,
+                                      env=env, pass_fds=passed, stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         os.close(request_r)
         os.close(response_w)
+        if placement is not None:
+            placement_w.close()
+            self._place(placement)
         os.set_blocking(self._request_w, False)
         self._output = _Output(self.limits.output_bytes)
         self._memory_killed = False
@@ -216,6 +273,22 @@ class Worker:
             thread.start()
         hello = self._read_frame(time.monotonic() + self.limits.start_seconds, "starting the worker")
         self.isolation = {key: str(value) for key, value in dict(hello.get("isolation", {})).items()}
+        self.isolation["memory"] = self._cgroup.describe() if self._cgroup else (
+            f"watched ten times a second: resident memory, memfds and private tmpfs files, "
+            f"{self.limits.memory_bytes >> 20} MiB (no cgroup on this host)")
+
+    def _place(self, placement: socket.socket) -> None:
+        """Move the worker's tree into its cgroup when it asks, before any student code runs (all
+        it starts later is born inside), then let it go on."""
+        placement.settimeout(self.limits.start_seconds)
+        try:
+            asked = placement.recv(1)
+        except OSError:
+            asked = b""
+        if asked:
+            self._cgroup.place({self._proc.pid} | _descendants(self._proc.pid, _processes()))
+            placement.sendall(b"g")
+        placement.close()
 
     def _await_ready(self, deadline: float) -> None:
         """The package's own import is student code: it runs on the first request's clock."""
@@ -231,7 +304,8 @@ class Worker:
         while proc.poll() is None:
             if beat % 10 == 0:  # the tree is found once a second; what it holds is read ten times a second
                 pids = {proc.pid} | _descendants(proc.pid, _processes())
-            if _resident_bytes(pids) > self.limits.memory_bytes:
+            held = _resident_bytes(pids) + (0 if self._cgroup else _hidden_bytes(pids, self._uid))
+            if held > self.limits.memory_bytes:
                 self._memory_killed = True
                 self._kill_tree()
                 return
@@ -250,6 +324,8 @@ class Worker:
         except ProcessLookupError:
             pass
         _kill(doomed)
+        if self._cgroup is not None:
+            self._cgroup.kill()
 
     def _reap_orphans(self) -> None:
         """Kill and reap processes re-parented to the judge (the worker's escaped descendants)."""
@@ -282,6 +358,15 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout=5)
         shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._uid is not None:  # what it left in the host's shared memory (where it had no private one)
+            for path in _owned_files(Path("/dev/shm"), self._uid):
+                path.unlink(missing_ok=True)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
         self._proc = None
 
     close = stop
@@ -292,9 +377,10 @@ class Worker:
         """Stop the worker and describe why, with the end of what it printed."""
         proc = self._proc
         ended = proc.poll() if proc is not None else None  # how it ended by itself, before it is killed
+        memory = self._memory_killed or (self._cgroup is not None and self._cgroup.oom_killed())
         self.stop()
         self.restarts += 1
-        if self._memory_killed:
+        if memory:
             what = f"used more than {self.limits.memory_bytes >> 20} MiB of memory and was stopped"
         elif ended is not None and ended < 0 and "died" in what:
             try:

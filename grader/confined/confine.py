@@ -29,6 +29,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -305,9 +306,21 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
+def _await_placement(fd: int | None) -> None:
+    """Ask the judge to move this process into the worker's cgroup, and wait until it has: all
+    that starts later (student code included) is born inside it."""
+    if fd is None:
+        return
+    with socket.socket(fileno=fd) as placement:
+        placement.sendall(b"p")
+        if placement.recv(1) != b"g":
+            os._exit(1)
+
+
 def confine(config: dict) -> dict[str, str]:
     """Apply every containment the host allows; returns (in the worker process) what was obtained."""
     parent = os.getppid()
+    _await_placement(config["placement_fd"])
     os.umask(0o022)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:

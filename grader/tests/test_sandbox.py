@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader import wire
+from grader.containment import cgroup as cgroups
 from grader.confined.confine import SYSTEM
 from grader.sandbox import KIT, Limits, Worker, interpreter_paths
 from grader.session import WorkerFailure
@@ -59,6 +60,18 @@ def hog(gib=6):
     import torch
     hoard = [torch.ones(256 << 20, dtype=torch.uint8) for _ in range(4 * gib)]
     return len(hoard)
+
+
+def balloon(where="memfd", gib=3):
+    """Hold ``gib`` GiB outside the resident set: in a memfd, or in a file on a tmpfs."""
+    if where == "memfd":
+        fd = os.memfd_create("balloon")
+    else:
+        fd = os.open(os.path.join(where, "balloon-" + MARKER), os.O_WRONLY | os.O_CREAT, 0o600)
+    chunk = b"x" * (64 << 20)
+    for _ in range(16 * gib):
+        os.write(fd, chunk)
+    return "held"
 
 
 def flood(megabytes=200):
@@ -260,6 +273,21 @@ def test_memory_cap_stops_the_worker(worker):
     with pytest.raises(WorkerFailure, match="MiB of memory"):
         call(worker, "hog", 6, timeout=60)
     assert call(worker, "ok") == 1
+
+
+@pytest.mark.parametrize("where", ["memfd", "/tmp", "/dev/shm"])
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "watchdog"])
+def test_memory_outside_the_resident_set_is_capped(package, monkeypatch, where, cgroup):
+    if not cgroup:
+        monkeypatch.setattr(cgroups, "create", lambda *args: None)
+    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
+    try:
+        with pytest.raises(WorkerFailure, match="MiB of memory"):
+            call(worker, "balloon", where, 2, timeout=60)
+        assert cgroup or "no cgroup" in worker.isolation["memory"]
+        assert call(worker, "ok") == 1
+    finally:
+        worker.close()
 
 
 def test_output_flood_is_drained_and_truncated(worker):
