@@ -16,6 +16,7 @@ worker from a fresh copy.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import socket
 import os
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from . import wire
 from .containment import cgroup as cgroups
-from .containment import uids
+from .containment import syscalls, uids
 from .containment.uids import UID_BASE, UID_SPAN  # noqa: F401 - where the attack check finds them
 from .session import WorkerFailure
 
@@ -42,6 +43,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
+SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,11 @@ def _kill(pids: set[int]) -> None:
             pass
 
 
+@functools.cache
+def _syscall_filter() -> bytes | None:
+    return syscalls.deny_filter()
+
+
 def secret_paths() -> list[Path]:
     """What no worker may see: the grader (hidden suites, probes' originals), the reference, and
     the kit checkout's history. The worker's root holds none of them unless the Python
@@ -230,6 +237,8 @@ class Worker:
             if source.name != "__init__.py":
                 shutil.copy2(source, kit / source.name)
         shutil.copytree(KIT / "probes", kit / "kit_probes", ignore=shutil.ignore_patterns("__pycache__"))
+        if _syscall_filter() is not None:
+            (kit / SYSCALL_FILTER).write_bytes(_syscall_filter())
         (base / "root").mkdir()
         if self._uid is not None:  # used as is only where no namespace can be made
             for path in [workdir, *workdir.rglob("*")]:
@@ -253,7 +262,9 @@ class Worker:
                   "placement_fd": placement_w.fileno() if placement_w else None,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
                   "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
-                  "namespaces": self.limits.namespaces}
+                  "namespaces": self.limits.namespaces,
+                  "syscall_filter": f"_kit/{SYSCALL_FILTER}" if _syscall_filter() is not None else None,
+                  "syscalls": syscalls.describe(_syscall_filter() is not None)}
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=workdir,

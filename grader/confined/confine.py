@@ -43,7 +43,8 @@ MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 1, 2, 4
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "ppc64le": 184, "s390x": 185, "riscv64": 91}
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 22, 24, 38
+SECCOMP_MODE_FILTER = 2
 SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "sys")
 WORK = "/tmp/work"
 OLD_ROOT = ".old-root"
@@ -279,7 +280,7 @@ def _unconfined(config: dict, why: str, parent: int) -> dict[str, str]:
     if config["uid"] is not None and not all(_open_to_others(p) for p in config["expose"]):
         why += "; the interpreter is not readable by other users, so the uid is not dropped"
         config = {**config, "uid": None}
-    _give(config["workdir"], config["uid"])  # the dropped uid works in the staging copy itself,
+    _give(config["workdir"], config["uid"] if config["uid"] is not None else os.getuid())  # the dropped uid works in the staging copy itself,
     os.chmod(os.path.dirname(config["workdir"]), 0o711)  # reached through its (unlistable) parent
     os.chdir(config["workdir"])
     _limits(config)
@@ -289,6 +290,8 @@ def _unconfined(config: dict, why: str, parent: int) -> dict[str, str]:
         os.setresuid(config["uid"], config["uid"], config["uid"])
         resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if config["uid"] is None and os.geteuid() == 0:  # root that could not be dropped keeps no capability
+        _drop_capabilities()
     _die_with(parent)
     dropped = config["uid"] is not None
     return {"network": f"host network (no namespaces: {why})", "filesystem": f"host filesystem, not hidden ({why})",
@@ -306,6 +309,19 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _filter_syscalls(program: bytes) -> None:
+    """Load the judge's seccomp filter (BPF, generated with libseccomp) for this process and all it starts."""
+    code = ctypes.create_string_buffer(program, len(program))
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_Program(len(program) // 8,
+                                                                                   ctypes.addressof(code))), 0, 0),
+           "seccomp")
+
+
 def _await_placement(fd: int | None) -> None:
     """Ask the judge to move this process into the worker's cgroup, and wait until it has: all
     that starts later (student code included) is born inside it."""
@@ -321,6 +337,7 @@ def confine(config: dict) -> dict[str, str]:
     """Apply every containment the host allows; returns (in the worker process) what was obtained."""
     parent = os.getppid()
     _await_placement(config["placement_fd"])
+    program = Path(config["syscall_filter"]).read_bytes() if config["syscall_filter"] else b""  # while it can
     os.umask(0o022)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
@@ -344,6 +361,9 @@ def confine(config: dict) -> dict[str, str]:
     obtained["limits"] = (f"wall clock per call, resident memory {config['memory_bytes'] >> 20} MiB (watched), "
                           f"files {config['file_bytes'] >> 20} MiB, output captured and truncated")
     os.environ.update(HOME=os.getcwd(), TMPDIR=os.getcwd())
+    if program:
+        _filter_syscalls(program)
+    obtained["syscalls"] = config["syscalls"]
     return obtained
 
 

@@ -74,6 +74,21 @@ def balloon(where="memfd", gib=3):
     return "held"
 
 
+def kernel_surface():
+    """What each call reaching past the sandbox returned: 0 (it worked) or its errno."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    calls = {"unshare user": lambda: libc.unshare(0x10000000),
+             "mount tmpfs": lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
+             "ptrace attach parent": lambda: libc.ptrace(16, os.getppid(), None, None)}
+    found = {}
+    for name, attempt in calls.items():
+        ctypes.set_errno(0)
+        found[name] = 0 if attempt() == 0 else ctypes.get_errno()
+    return found
+
+
 def flood(megabytes=200):
     chunk = "x" * (1 << 20)
     for _ in range(megabytes):
@@ -288,6 +303,16 @@ def test_memory_outside_the_resident_set_is_capped(package, monkeypatch, where, 
         assert call(worker, "ok") == 1
     finally:
         worker.close()
+
+
+def test_kernel_surface_is_filtered(worker):
+    if not worker.isolation.get("syscalls", "").startswith("seccomp"):
+        call(worker, "ok")
+    if not worker.isolation["syscalls"].startswith("seccomp"):
+        pytest.skip(worker.isolation["syscalls"])
+    import errno
+    assert call(worker, "kernel_surface") == dict.fromkeys(
+        ["unshare user", "mount tmpfs", "ptrace attach parent"], errno.EPERM)
 
 
 def test_output_flood_is_drained_and_truncated(worker):
