@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import wire
 from .containment import cgroup as cgroups
-from .containment import syscalls, uids
+from .containment import bubblewrap, syscalls, uids
 from .containment.uids import UID_BASE, UID_SPAN  # noqa: F401 - where the attack check finds them
 from .session import WorkerFailure
 
@@ -56,6 +56,7 @@ class Limits:
     disk_bytes: int = 1 << 30  # the worker's private /tmp (and /dev/shm): memory, not disk
     processes: int = 512  # tasks, threads included
     namespaces: bool = True  # False: what a host that refuses namespaces gives (uid drop and limits only)
+    bubblewrap: bool = True  # False: the hand-written namespaces even where bubblewrap runs
 
 
 @dataclass
@@ -220,6 +221,7 @@ class Worker:
         self._uid: int | None = None
         self._claim: uids.Claim | None = None
         self._cgroup: cgroups.Cgroup | None = None
+        self._wrapped = False
         _become_subreaper()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -240,36 +242,53 @@ class Worker:
         if _syscall_filter() is not None:
             (kit / SYSCALL_FILTER).write_bytes(_syscall_filter())
         (base / "root").mkdir()
-        if self._uid is not None:  # used as is only where no namespace can be made
+        if self._uid is not None:  # used as is by bubblewrap, or where no namespace can be made
             for path in [workdir, *workdir.rglob("*")]:
                 os.chown(path, self._uid, self._uid, follow_symlinks=False)
             workdir.chmod(0o700)
+            base.chmod(0o711)
         return base
 
     def _start(self) -> None:
         self._claim = uids.claim() if os.geteuid() == 0 else None
         self._uid = self._claim.uid if self._claim else None
         self._cgroup = cgroups.create(self.limits.memory_bytes, self.limits.processes)
+        expose = interpreter_paths()
+        reachable = all(bubblewrap.open_to_others(p) for p in expose)
+        wrapped = self._wrapped = self.limits.namespaces and self.limits.bubblewrap and not bubblewrap.usable()
         self._workdir = self._prepare()
         workdir = self._workdir / "work"
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
         placement, placement_w = socket.socketpair() if self._cgroup else (None, None)
-        passed = [fd for fd in (request_r, response_w, placement_w and placement_w.fileno()) if fd is not None]
+        program = _syscall_filter()
+        seccomp_fd = os.memfd_create("seccomp") if wrapped and program else None
+        if seccomp_fd is not None:
+            os.write(seccomp_fd, program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        passed = [fd for fd in (request_r, response_w, placement_w and placement_w.fileno(), seccomp_fd)
+                  if fd is not None]
         config = {"workdir": str(workdir), "root": str(self._workdir / "root"), "masks": self.masks,
-                  "readonly": self.readonly, "expose": interpreter_paths(), "uid": self._uid, "gid": self._uid,
+                  "readonly": self.readonly, "expose": expose, "uid": self._uid, "gid": self._uid,
                   "request_fd": request_r, "response_fd": response_w,
                   "placement_fd": placement_w.fileno() if placement_w else None,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
                   "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
-                  "namespaces": self.limits.namespaces,
-                  "syscall_filter": f"_kit/{SYSCALL_FILTER}" if _syscall_filter() is not None else None,
-                  "syscalls": syscalls.describe(_syscall_filter() is not None)}
+                  "namespaces": self.limits.namespaces, "reachable": reachable,
+                  "bubblewrap": wrapped,
+                  "syscall_filter": f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
+                  "syscalls": syscalls.describe(program is not None)}
+        command = [sys.executable, "-I", "-c", BOOT]
+        if wrapped:
+            command = bubblewrap.command(config, seccomp_fd=seccomp_fd) + command
+            config["workdir"] = bubblewrap.SOURCE
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=workdir,
-                                      env=env, pass_fds=passed, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self._proc = subprocess.Popen([*command, json.dumps(config)], cwd=workdir, env=env, pass_fds=passed,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
         os.close(request_r)
         os.close(response_w)
         if placement is not None:
@@ -310,12 +329,15 @@ class Worker:
             raise self._fail(f"the worker broke the protocol while importing your package ({exc})") from None
 
     def _watch_memory(self, proc: subprocess.Popen) -> None:
-        """Kill the worker when its process tree's resident memory passes the cap."""
+        """Kill the worker when its process tree's resident memory passes the cap (where no cgroup
+        does: the kernel's count is exact, a sum of resident sets counts shared pages once per process)."""
+        if self._cgroup is not None:
+            return
         beat, pids = 0, {proc.pid}
         while proc.poll() is None:
             if beat % 10 == 0:  # the tree is found once a second; what it holds is read ten times a second
                 pids = {proc.pid} | _descendants(proc.pid, _processes())
-            held = _resident_bytes(pids) + (0 if self._cgroup else _hidden_bytes(pids, self._uid))
+            held = _resident_bytes(pids) + _hidden_bytes(pids, self._uid)
             if held > self.limits.memory_bytes:
                 self._memory_killed = True
                 self._kill_tree()
@@ -388,6 +410,8 @@ class Worker:
         """Stop the worker and describe why, with the end of what it printed."""
         proc = self._proc
         ended = proc.poll() if proc is not None else None  # how it ended by itself, before it is killed
+        if ended is not None and ended > 128 and self._wrapped:  # bubblewrap ends with 128 + the worker's signal
+            ended = 128 - ended
         memory = self._memory_killed or (self._cgroup is not None and self._cgroup.oom_killed())
         self.stop()
         self.restarts += 1

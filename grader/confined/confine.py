@@ -30,7 +30,6 @@ import select
 import shutil
 import signal
 import socket
-import stat
 import sys
 from pathlib import Path
 
@@ -243,9 +242,7 @@ def _become_worker(config: dict, how: str, parent_alive: int) -> dict[str, str]:
     _limits(config)
     resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
     if config["uid"] is not None:
-        os.setgroups([])
-        os.setresgid(config["gid"], config["gid"], config["gid"])
-        os.setresuid(config["uid"], config["uid"], config["uid"])
+        _drop_to(config)
         obtained["user"] = f"uid {config['uid']} (dropped from root, dedicated to this worker)"
     else:
         _drop_capabilities()
@@ -269,15 +266,8 @@ def _wait_and_mirror(child: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def _open_to_others(path: str) -> bool:
-    """Whether a user other than the owner can reach ``path`` and read what is in it."""
-    ancestors = [os.path.join("/", *path.split("/")[1:i]) for i in range(1, path.count("/") + 1)]
-    return (all(os.stat(a).st_mode & stat.S_IXOTH for a in ancestors)
-            and os.stat(path).st_mode & (stat.S_IROTH | stat.S_IXOTH) == stat.S_IROTH | stat.S_IXOTH)
-
-
 def _unconfined(config: dict, why: str, parent: int) -> dict[str, str]:
-    if config["uid"] is not None and not all(_open_to_others(p) for p in config["expose"]):
+    if config["uid"] is not None and not config["reachable"]:
         why += "; the interpreter is not readable by other users, so the uid is not dropped"
         config = {**config, "uid": None}
     _give(config["workdir"], config["uid"] if config["uid"] is not None else os.getuid())  # the dropped uid works in the staging copy itself,
@@ -285,9 +275,7 @@ def _unconfined(config: dict, why: str, parent: int) -> dict[str, str]:
     os.chdir(config["workdir"])
     _limits(config)
     if config["uid"] is not None:
-        os.setgroups([])
-        os.setresgid(config["gid"], config["gid"], config["gid"])
-        os.setresuid(config["uid"], config["uid"], config["uid"])
+        _drop_to(config)
         resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     if config["uid"] is None and os.geteuid() == 0:  # root that could not be dropped keeps no capability
@@ -322,6 +310,32 @@ def _filter_syscalls(program: bytes) -> None:
            "seccomp")
 
 
+def _bubblewrapped(config: dict) -> dict[str, str]:
+    """Inside bubblewrap (which made the namespaces and the root, and loaded the syscall filter):
+    drop to the dedicated uid (as root), copy the working folder into the private /tmp, set the limits."""
+    if config["uid"] is not None:
+        _drop_to(config)
+    _copy_work(config["workdir"], WORK, None)
+    os.chdir(WORK)
+    _limits(config)
+    resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    user = (f"uid {os.getuid()} (dropped from root, dedicated to this worker)" if config["uid"] is not None else
+            f"uid {os.getuid()} (the judge's, in a user namespace, no capabilities)")
+    return {"network": "none (own network namespace, bubblewrap)",
+            "processes": f"own /proc and PID namespace (its processes die with it), at most {config['processes']}",
+            "filesystem": f"own root (bubblewrap): system folders, Python{' and listed paths' if config['readonly'] else ''}"
+                          f" read-only; no home, kit or submission folders; writable: private /tmp "
+                          f"({config['disk_bytes'] >> 20} MiB) holding the working copy",
+            "user": user, "signals": "cannot reach the judge (own PID namespace)"}
+
+
+def _drop_to(config: dict) -> None:
+    os.setgroups([])
+    os.setresgid(config["gid"], config["gid"], config["gid"])
+    os.setresuid(config["uid"], config["uid"], config["uid"])
+
+
 def _await_placement(fd: int | None) -> None:
     """Ask the judge to move this process into the worker's cgroup, and wait until it has: all
     that starts later (student code included) is born inside it."""
@@ -333,13 +347,8 @@ def _await_placement(fd: int | None) -> None:
             os._exit(1)
 
 
-def confine(config: dict) -> dict[str, str]:
-    """Apply every containment the host allows; returns (in the worker process) what was obtained."""
-    parent = os.getppid()
-    _await_placement(config["placement_fd"])
-    program = Path(config["syscall_filter"]).read_bytes() if config["syscall_filter"] else b""  # while it can
-    os.umask(0o022)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _by_hand(config: dict, parent: int) -> dict[str, str]:
+    """Namespaces, root and identity built here (where bubblewrap cannot run), or the unconfined fallback."""
     try:
         if not config["namespaces"]:
             raise OSError(0, "namespaces turned off")
@@ -347,17 +356,30 @@ def confine(config: dict) -> dict[str, str]:
         _die_with(parent)
         _build_root(config)
     except OSError as exc:
-        obtained = _unconfined(config, exc.strerror or str(exc), parent)
+        return _unconfined(config, exc.strerror or str(exc), parent)
+    alive_r, alive_w = os.pipe()
+    child = os.fork()
+    if child:
+        os.close(alive_r)
+        for fd in (config["request_fd"], config["response_fd"]):
+            os.close(fd)
+        _wait_and_mirror(child)
+    os.close(alive_w)
+    return _become_worker(config, how, alive_r)
+
+
+def confine(config: dict) -> dict[str, str]:
+    """Apply every containment the host allows; returns (in the worker process) what was obtained."""
+    parent = os.getppid()
+    _await_placement(config["placement_fd"])
+    program = Path(config["syscall_filter"]).read_bytes() if config["syscall_filter"] else b""  # while it can
+    os.umask(0o022)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if config["bubblewrap"]:  # which loaded the syscall filter itself
+        obtained = _bubblewrapped(config)
+        _die_with(parent)
     else:
-        alive_r, alive_w = os.pipe()
-        child = os.fork()
-        if child:
-            os.close(alive_r)
-            for fd in (config["request_fd"], config["response_fd"]):
-                os.close(fd)
-            _wait_and_mirror(child)
-        os.close(alive_w)
-        obtained = _become_worker(config, how, alive_r)
+        obtained = _by_hand(config, parent)
     obtained["limits"] = (f"wall clock per call, resident memory {config['memory_bytes'] >> 20} MiB (watched), "
                           f"files {config['file_bytes'] >> 20} MiB, output captured and truncated")
     os.environ.update(HOME=os.getcwd(), TMPDIR=os.getcwd())
