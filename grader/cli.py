@@ -38,6 +38,22 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) 
     parser.add_argument("--memory-mb", type=int, default=defaults["memory_mb"], help="worker memory cap (resident)")
     parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
                         help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
+    parser.add_argument("--isolation", choices=("auto", "require-strong"), default="auto",
+                        help="auto: the strongest containment this host gives; require-strong: refuse to grade "
+                             "without namespaces, a syscall filter and a kernel memory limit")
+
+
+def _isolation_allows(choice: str) -> bool:
+    """False (with a one-line reason) when ``require-strong`` is asked of a host that cannot give it."""
+    if choice != "require-strong":
+        return True
+    from .containment.level import host
+
+    level = host()
+    if not level.strong:
+        print(f"grader: this host gives {level.mechanism}, not strong isolation; it lacks "
+              + "; ".join(level.lacks), file=sys.stderr)
+    return level.strong
 
 
 def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -49,7 +65,7 @@ def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--in-process", action="store_true",
                         help="UNSAFE: run student code inside the judge (debugging the kit only; never to grade)")
     _grading_options(parser, defaults)
-    return lambda a: importlib.import_module("grader.grade").main(
+    return lambda a: 2 if not _isolation_allows(a.isolation) else importlib.import_module("grader.grade").main(
         a.submission, out=a.out, gpu=a.gpu, jobs=a.jobs, seed=a.seed, in_process=a.in_process,
         budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
         problems=a.problems, profile=a.profile)
@@ -106,7 +122,7 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="wall-clock limit for one submission (then it is stopped: an error row)")
     parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
     _grading_options(parser, defaults)
-    return lambda a: importlib.import_module("grader.batch").main(
+    return lambda a: 2 if not _isolation_allows(a.isolation) else importlib.import_module("grader.batch").main(
         a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
         profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
         timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors)

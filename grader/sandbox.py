@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import wire
 from .containment import cgroup as cgroups
-from .containment import bubblewrap, syscalls, uids
+from .containment import bubblewrap, level, syscalls, uids
 from .containment.uids import UID_BASE, UID_SPAN  # noqa: F401 - where the attack check finds them
 from .session import WorkerFailure
 
@@ -303,6 +303,9 @@ class Worker:
             thread.start()
         hello = self._read_frame(time.monotonic() + self.limits.start_seconds, "starting the worker")
         self.isolation = {key: str(value) for key, value in dict(hello.get("isolation", {})).items()}
+        confinement = ("bubblewrap" if self._wrapped else "rlimits only"
+                       if self.isolation.get("network", "").startswith("host") else "hand-written namespaces")
+        self.isolation["mechanism"] = level.mechanism(confinement, _syscall_filter() is not None, self._cgroup)
         self.isolation["memory"] = self._cgroup.describe() if self._cgroup else (
             f"watched ten times a second: resident memory, memfds and private tmpfs files, "
             f"{self.limits.memory_bytes >> 20} MiB (no cgroup on this host)")

@@ -380,8 +380,8 @@ def confine(config: dict) -> dict[str, str]:
         _die_with(parent)
     else:
         obtained = _by_hand(config, parent)
-    obtained["limits"] = (f"wall clock per call, resident memory {config['memory_bytes'] >> 20} MiB (watched), "
-                          f"files {config['file_bytes'] >> 20} MiB, output captured and truncated")
+    obtained["limits"] = (f"wall clock per call, files {config['file_bytes'] >> 20} MiB, output captured and "
+                          f"truncated")
     os.environ.update(HOME=os.getcwd(), TMPDIR=os.getcwd())
     if program:
         _filter_syscalls(program)

@@ -41,3 +41,20 @@ def test_a_cgroup_holds_its_limits_and_is_removed():
     finally:
         group.remove()
     assert not any(folder.exists() for folder in group.folders)
+
+
+def test_require_strong_refuses_a_host_without_strong_isolation(monkeypatch, capsys):
+    from grader import cli
+    from grader.containment import level
+
+    monkeypatch.setattr(level, "host", lambda: level.Level("rlimits only", ("namespaces (refused here)",)))
+    assert cli.main(["grade", "solutions", "--isolation", "require-strong", "--problems", "P1"]) == 2
+    assert "lacks namespaces (refused here)" in capsys.readouterr().err
+
+
+def test_the_host_level_names_its_mechanism():
+    from grader.containment import level
+
+    found = level.host()
+    assert found.mechanism.split(" + ")[0] in ("bubblewrap", "hand-written namespaces", "rlimits only")
+    assert found.strong == (not found.lacks)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader import wire
+from grader.containment import bubblewrap
 from grader.containment import cgroup as cgroups
 from grader.confined.confine import SYSTEM
 from grader.sandbox import KIT, Limits, Worker, interpreter_paths
@@ -239,7 +240,22 @@ def wait_until(condition, seconds: float = 10) -> bool:
 
 
 def test_isolation_is_reported_and_real(worker):
+    check_isolation(worker, "bubblewrap" if not bubblewrap.usable() else "hand-written namespaces")
+
+
+def test_hand_written_namespaces_still_confine_where_bubblewrap_runs(package):
+    if bubblewrap.usable():
+        pytest.skip(bubblewrap.usable())
+    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64, bubblewrap=False))
+    try:
+        check_isolation(worker, "hand-written namespaces")
+    finally:
+        worker.close()
+
+
+def check_isolation(worker: Worker, confinement: str) -> None:
     seen = call(worker, "look", str(KIT))
+    assert worker.isolation["mechanism"].startswith(confinement), worker.isolation
     assert seen["network"] != "connected"
     assert not seen["kit_visible"] and "wrote" not in seen
     assert seen["cwd"] == "/tmp/work" and seen["home"] == "/tmp/work"
