@@ -275,8 +275,7 @@ class Worker:
                   "request_fd": request_r, "response_fd": response_w,
                   "placement_fd": placement_w.fileno() if placement_w else None,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
-                  "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
-                  "namespaces": self.limits.namespaces, "reachable": reachable,
+                  "processes": self.limits.processes, "namespaces": self.limits.namespaces, "reachable": reachable,
                   "bubblewrap": wrapped,
                   "syscall_filter": f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
                   "syscalls": syscalls.describe(program is not None)}

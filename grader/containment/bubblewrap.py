@@ -103,8 +103,11 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
         if any(_inside(path, b) for b in bound) and os.path.lexists(path):
             args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
     args += ["--dev", "/dev", "--proc", "/proc"]
-    for device in sorted(glob.glob("/dev/nvidia*")) + (["/dev/dri"] if os.path.isdir("/dev/dri") else []):
+    nvidia = sorted(glob.glob("/dev/nvidia*"))
+    for device in nvidia + (["/dev/dri"] if nvidia and os.path.isdir("/dev/dri") else []):
         args += ["--dev-bind", device, device]
+    if nvidia:  # the CUDA driver reads the PCI topology
+        args += ["--ro-bind", "/sys", "/sys"]
     size = str(config["disk_bytes"])
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/tmp", "--size", size, "--perms", "1777", "--tmpfs",
              "/dev/shm", "--ro-bind", config["workdir"], SOURCE, "--symlink", "../tmp", "/var/tmp", "--chdir", SOURCE]
