@@ -35,7 +35,7 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) 
                         help="time budget for one whole submission")
     parser.add_argument("--call-seconds", type=float, default=defaults["call_seconds"],
                         help="wall-clock limit of one call into student code")
-    parser.add_argument("--memory-mb", type=int, default=defaults["memory_mb"], help="worker memory cap (resident)")
+    parser.add_argument("--memory-mb", type=int, default=defaults["memory_mb"], help="worker memory cap (a cgroup counting shared memory and tmpfs where the host gives one, else watched)")
     parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
                         help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
     parser.add_argument("--isolation", choices=("auto", "require-strong"), default="auto",
