@@ -43,9 +43,10 @@ def host() -> Level:
     lacks = []
     why_not_bwrap = bubblewrap.usable()
     confinement = "bubblewrap" if not why_not_bwrap else "hand-written namespaces"
-    if why_not_bwrap and _namespaces_work():
+    why_not_by_hand = _namespaces_work() if why_not_bwrap else ""
+    if why_not_by_hand:
         confinement = "rlimits only"
-        lacks.append(f"namespaces ({why_not_bwrap}; {_namespaces_work()})")
+        lacks.append(f"namespaces ({why_not_bwrap}; {why_not_by_hand})")
     filtered = syscalls.deny_filter() is not None
     if not filtered:
         lacks.append(f"syscall filter ({syscalls.describe(False)})")
