@@ -130,6 +130,13 @@ class Cgroup:
 
 
 def _make(parent: Path, name: str) -> Path:
+    """``parent/name``, after removing the empty cgroups left by graders that died without removing theirs."""
+    for stale in parent.glob("grader-worker-*-*"):
+        if not Path(f"/proc/{stale.name.split('-')[2]}").exists():
+            try:
+                stale.rmdir()
+            except OSError:  # not empty yet, or already gone
+                pass
     folder = parent / name
     folder.mkdir()
     return folder
