@@ -30,12 +30,17 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) 
                         help="time budget for one whole submission")
     parser.add_argument("--call-seconds", type=arguments.seconds, default=defaults["call_seconds"],
                         help="wall-clock limit of one call into student code")
-    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"], help="worker memory cap (resident)")
+    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"],
+                        help="worker memory cap (a cgroup counting shared memory and tmpfs where the host gives one, "
+                             "else watched)")
     parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
                         help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
     parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults["not_run"],
                         help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
                              "possible points) or zero (0 out of their points); never shown as failures")
+    parser.add_argument("--isolation", choices=("auto", "require-strong"), default="auto",
+                        help="auto: the strongest containment this host gives; require-strong: refuse to grade "
+                             "without namespaces, a syscall filter and a kernel memory limit")
 
 
 def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -154,7 +159,19 @@ def _call_within_budget(args: argparse.Namespace) -> None:
         raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget]  # checks across options
+def _isolation_available(args: argparse.Namespace) -> None:
+    """``--isolation require-strong`` on a host that cannot give it is refused before grading."""
+    if getattr(args, "isolation", "auto") != "require-strong":
+        return
+    from .containment.level import host
+
+    level = host()
+    if not level.strong:
+        raise UsageError(f"grader {args.command}: --isolation require-strong, but this host gives {level.mechanism}; "
+                         f"it lacks {'; '.join(level.lacks)}")
+
+
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _isolation_available]  # across options
 COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle, _mutate]
 
 

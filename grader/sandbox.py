@@ -4,16 +4,21 @@ A ``Worker`` copies the submission package and the worker files into a private t
 folder, starts ``confine.py`` there in a new session with a scrubbed environment (it builds
 the worker's own root filesystem, namespaces and identity: see its docstring), and talks to
 it over two pipes (never stdin/stdout: those are captured, truncated and otherwise ignored).
-Each request has a wall-clock limit; a resident-memory watchdog kills a worker whose process
-tree grows past its cap; on a timeout, crash, memory kill or protocol violation the whole
-process tree (and, when dropped to a dedicated uid, every process of that uid) is killed and
-the next request starts a fresh worker from a fresh copy.
+Each request has a wall-clock limit. Memory is capped by a per-worker cgroup where the host
+gives one (``containment.cgroup``: it counts memfds and tmpfs files, and limits the process
+count), and always by a watchdog that kills a worker whose process tree grows past its cap
+(without a cgroup it counts the tree's memfds and private tmpfs files too). On a timeout,
+crash, memory kill or protocol violation the whole process tree (its cgroup, and, when dropped
+to a dedicated uid, every process of that uid) is killed and the next request starts a fresh
+worker from a fresh copy.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
+import socket
 import os
 import select
 import shutil
@@ -29,6 +34,9 @@ from pathlib import Path
 import psutil
 
 from . import wire
+from .containment import cgroup as cgroups
+from .containment import bubblewrap, level, syscalls, uids
+from .containment.uids import UID_BASE, UID_SPAN  # noqa: F401 - where the attack check finds them
 from .session import Exchange, OnCallback, WorkerFailure
 
 KIT = Path(__file__).resolve().parent
@@ -38,7 +46,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
-UID_BASE, UID_SPAN = 200_000, 60_000
+SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,10 @@ class Limits:
     file_bytes: int = 1 << 30
     disk_bytes: int = 1 << 30  # the worker's private /tmp (and /dev/shm): memory, not disk
     processes: int = 512  # tasks, threads included
-    namespaces: bool = True  # False: what a host that refuses namespaces gives (uid drop and limits only)
+    # GRADER_CONFINEMENT=namespaces (the hand-written ones even where bubblewrap runs) or =none (what a
+    # host that refuses namespaces gives: uid drop and limits only) picks a weaker mode, to compare modes.
+    namespaces: bool = field(default_factory=lambda: os.environ.get("GRADER_CONFINEMENT") != "none")
+    bubblewrap: bool = field(default_factory=lambda: os.environ.get("GRADER_CONFINEMENT") not in ("none", "namespaces"))
 
 
 @dataclass
@@ -111,12 +122,65 @@ def _resident_bytes(pids: set[int]) -> int:
     return total
 
 
+_HOST_SCRATCH = ("/tmp", "/dev/shm")
+
+
+def _hidden_bytes(pids: set[int], uid: int | None) -> int:
+    """Memory outside the resident set that the tree holds: its memfds (each counted once), its
+    private tmpfs mounts (/tmp and /dev/shm of its own root) and, with a dedicated uid and no
+    private root, that uid's files in the host's /dev/shm."""
+    files: dict[tuple[int, int], int] = {}
+    mounts: dict[int, int] = {}
+    host = {os.stat(p).st_dev for p in _HOST_SCRATCH if os.path.isdir(p)}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+            except OSError:
+                continue
+        for scratch in _HOST_SCRATCH:
+            try:
+                info, usage = os.stat(f"/proc/{pid}/root{scratch}"), os.statvfs(f"/proc/{pid}/root{scratch}")
+            except OSError:
+                continue
+            if info.st_dev not in host:
+                mounts[info.st_dev] = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+    total = sum(files.values()) + sum(mounts.values())
+    if uid is not None and not mounts:
+        total += sum(f.stat().st_blocks * 512 for f in _owned_files(Path("/dev/shm"), uid))
+    return total
+
+
+def _owned_files(folder: Path, uid: int) -> list[Path]:
+    found = []
+    for top, _, names in os.walk(folder):
+        for name in names:
+            path = Path(top, name)
+            try:
+                if path.lstat().st_uid == uid:
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
 def _kill(pids: set[int]) -> None:
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@functools.cache
+def _syscall_filter() -> bytes | None:
+    return syscalls.deny_filter()
 
 
 def secret_paths() -> list[Path]:
@@ -160,6 +224,9 @@ class Worker:
         self.fatal_imports: dict[str, str] = {}  # module -> how importing it ended the worker
         self._proc: subprocess.Popen | None = None
         self._uid: int | None = None
+        self._claim: uids.Claim | None = None
+        self._cgroup: cgroups.Cgroup | None = None
+        self._wrapped = False
         _become_subreaper()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -177,39 +244,60 @@ class Worker:
             if source.name != "__init__.py":
                 shutil.copy2(source, kit / source.name)
         (workdir / EXCHANGE).mkdir()
+        if _syscall_filter() is not None:
+            (kit / SYSCALL_FILTER).write_bytes(_syscall_filter())
         (base / "root").mkdir()
-        if self._uid is not None:  # used as is only where no namespace can be made
+        if self._uid is not None:  # used as is by bubblewrap, or where no namespace can be made
             for path in [workdir, *workdir.rglob("*")]:
                 os.chown(path, self._uid, self._uid, follow_symlinks=False)
             workdir.chmod(0o700)
+            base.chmod(0o711)
         return base
 
-    def _pick_uid(self) -> int | None:
-        if os.geteuid() != 0:
-            return None
-        taken = {uid for _, uid in _processes().values()}
-        start = os.getpid() % UID_SPAN
-        return next(UID_BASE + (start + i) % UID_SPAN for i in range(UID_SPAN) if UID_BASE + (start + i) % UID_SPAN not in taken)
-
     def _start(self) -> None:
-        self._uid = self._pick_uid()
+        self._claim = uids.claim() if os.geteuid() == 0 else None
+        self._uid = self._claim.uid if self._claim else None
+        self._cgroup = cgroups.create(self.limits.memory_bytes, self.limits.processes)
+        expose = interpreter_paths()
+        reachable = all(bubblewrap.open_to_others(p) for p in expose)
+        wrapped = self._wrapped = self.limits.namespaces and self.limits.bubblewrap and not bubblewrap.usable()
         self._workdir = self._prepare()
         workdir = self._workdir / "work"
         request_r, self._request_w = os.pipe()
         self._response_r, response_w = os.pipe()
+        placement, placement_w = socket.socketpair() if self._cgroup else (None, None)
+        program = _syscall_filter()
+        seccomp_fd = os.memfd_create("seccomp") if wrapped and program else None
+        if seccomp_fd is not None:
+            os.write(seccomp_fd, program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        passed = [fd for fd in (request_r, response_w, placement_w and placement_w.fileno(), seccomp_fd)
+                  if fd is not None]
         config = {"workdir": str(workdir), "root": str(self._workdir / "root"), "masks": self.masks,
-                  "readonly": self.readonly, "expose": interpreter_paths(), "uid": self._uid, "gid": self._uid,
-                  "judge_pid": os.getpid(), "request_fd": request_r, "response_fd": response_w,
+                  "readonly": self.readonly, "expose": expose, "uid": self._uid, "gid": self._uid,
+                  "request_fd": request_r, "response_fd": response_w,
+                  "placement_fd": placement_w.fileno() if placement_w else None,
                   "file_bytes": self.limits.file_bytes, "disk_bytes": self.limits.disk_bytes,
-                  "processes": self.limits.processes, "memory_bytes": self.limits.memory_bytes,
-                  "namespaces": self.limits.namespaces}
+                  "processes": self.limits.processes, "namespaces": self.limits.namespaces, "reachable": reachable,
+                  "bubblewrap": wrapped,
+                  "syscall_filter": f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
+                  "syscalls": syscalls.describe(program is not None)}
+        command = [sys.executable, "-I", "-c", BOOT]
+        if wrapped:
+            command = bubblewrap.command(config, seccomp_fd=seccomp_fd) + command
+            config["workdir"] = bubblewrap.SOURCE
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, json.dumps(config)], cwd=workdir,
-                                      env=env, pass_fds=(request_r, response_w), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self._proc = subprocess.Popen([*command, json.dumps(config)], cwd=workdir, env=env, pass_fds=passed,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
         os.close(request_r)
         os.close(response_w)
+        if placement is not None:
+            placement_w.close()
+            self._place(placement)
         os.set_blocking(self._request_w, False)
         self._output = _Output(self.limits.output_bytes)
         self._memory_killed = False
@@ -219,6 +307,25 @@ class Worker:
             thread.start()
         hello = self._read_frame(time.monotonic() + self.limits.start_seconds, "starting the worker")
         self.isolation = {key: str(value) for key, value in dict(hello.get("isolation", {})).items()}
+        confinement = ("bubblewrap" if self._wrapped else "rlimits only"
+                       if self.isolation.get("network", "").startswith("host") else "hand-written namespaces")
+        self.isolation["mechanism"] = level.mechanism(confinement, _syscall_filter() is not None, self._cgroup)
+        self.isolation["memory"] = self._cgroup.describe() if self._cgroup else (
+            f"watched ten times a second: resident memory, memfds and private tmpfs files, "
+            f"{self.limits.memory_bytes >> 20} MiB (no cgroup on this host)")
+
+    def _place(self, placement: socket.socket) -> None:
+        """Move the worker's tree into its cgroup when it asks, before any student code runs (all
+        it starts later is born inside), then let it go on."""
+        placement.settimeout(self.limits.start_seconds)
+        try:
+            asked = placement.recv(1)
+        except OSError:
+            asked = b""
+        if asked:
+            self._cgroup.place({self._proc.pid} | _descendants(self._proc.pid, _processes()))
+            placement.sendall(b"g")
+        placement.close()
 
     def _await_ready(self, deadline: float) -> None:
         """The package's own import is student code: it runs on the first request's clock."""
@@ -229,12 +336,16 @@ class Worker:
             raise self._fail(f"the worker broke the protocol while importing your package ({exc})") from None
 
     def _watch_memory(self, proc: subprocess.Popen) -> None:
-        """Kill the worker when its process tree's resident memory passes the cap."""
+        """Kill the worker when its process tree's resident memory passes the cap (where no cgroup
+        does: the kernel's count is exact, a sum of resident sets counts shared pages once per process)."""
+        if self._cgroup is not None:
+            return
         beat, pids = 0, {proc.pid}
         while proc.poll() is None:
             if beat % 10 == 0:  # the tree is found once a second; what it holds is read ten times a second
                 pids = {proc.pid} | _descendants(proc.pid, _processes())
-            if _resident_bytes(pids) > self.limits.memory_bytes:
+            held = _resident_bytes(pids) + _hidden_bytes(pids, self._uid)
+            if held > self.limits.memory_bytes:
                 self._memory_killed = True
                 self._kill_tree()
                 return
@@ -253,6 +364,8 @@ class Worker:
         except ProcessLookupError:
             pass
         _kill(doomed)
+        if self._cgroup is not None:
+            self._cgroup.kill()
 
     def _reap_orphans(self) -> None:
         """Kill and reap processes re-parented to the judge (the worker's escaped descendants)."""
@@ -285,6 +398,15 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout=5)
         shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._uid is not None:  # what it left in the host's shared memory (where it had no private one)
+            for path in _owned_files(Path("/dev/shm"), self._uid):
+                path.unlink(missing_ok=True)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
         self._proc = None
 
     close = stop
@@ -295,9 +417,12 @@ class Worker:
         """Stop the worker and describe why, with the end of what it printed."""
         proc = self._proc
         ended = proc.poll() if proc is not None else None  # how it ended by itself, before it is killed
+        if ended is not None and ended > 128 and self._wrapped:  # bubblewrap ends with 128 + the worker's signal
+            ended = 128 - ended
+        memory = self._memory_killed or (self._cgroup is not None and self._cgroup.oom_killed())
         self.stop()
         self.restarts += 1
-        if self._memory_killed:
+        if memory:
             what = f"used more than {self.limits.memory_bytes >> 20} MiB of memory and was stopped"
         elif ended is not None and ended < 0 and "died" in what:
             try:
@@ -356,7 +481,8 @@ class Worker:
 
     def worker_pid(self) -> int | None:
         """The worker process as the judge sees it (for measuring it from outside through /proc):
-        the oldest process of the worker's tree that holds the request pipe; None when not running."""
+        the oldest process of the worker's tree that runs this interpreter and holds the request
+        pipe (not bubblewrap, which holds it too); None when not running."""
         if self._proc is None or self._proc.poll() is not None:
             return None
         pipe = f"pipe:[{os.fstat(self._request_w).st_ino}]"
@@ -367,9 +493,11 @@ class Worker:
             return None
         for process in tree:
             try:
+                if process.cmdline()[:2] != [sys.executable, "-I"]:
+                    continue
                 if any(os.readlink(f"/proc/{process.pid}/fd/{fd}") == pipe for fd in os.listdir(f"/proc/{process.pid}/fd")):
                     return process.pid
-            except OSError:
+            except (OSError, psutil.Error):
                 continue
         return None
 

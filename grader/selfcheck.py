@@ -132,11 +132,21 @@ def check_release() -> bool:
     return True
 
 
+def print_isolation() -> None:
+    """The containment a worker gets on this host, and what it lacks for ``--isolation require-strong``."""
+    from .containment.level import host
+
+    level = host()
+    lacks = "; lacks " + "; ".join(level.lacks) if level.lacks else " (strong: namespaces, syscall filter, memory limit)"
+    console.print(f"isolation on this host: {level.mechanism}{lacks}")
+
+
 def main(*, jobs: int = 2, full: bool = False, quick: bool = False, mutants: list[str] | None = None,
          sections: list[str] | None = None) -> int:
     """Run the proof; 0 only when every section holds."""
     wanted = sections or ["independence", "reference", "stubs", "mutants", "attacks", "release"]
     verdicts: dict[str, bool] = {}
+    print_isolation()
     if "independence" in wanted:
         violations = independence_violations()
         for line in violations:

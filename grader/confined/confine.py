@@ -29,7 +29,7 @@ import resource
 import select
 import shutil
 import signal
-import stat
+import socket
 import sys
 from pathlib import Path
 
@@ -42,10 +42,12 @@ MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 1, 2, 4
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "ppc64le": 184, "s390x": 185, "riscv64": 91}
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 22, 24, 38
+SECCOMP_MODE_FILTER = 2
 SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "sys")
 WORK = "/tmp/work"
 EXCHANGE = "exchange"  # the one folder the judge and the worker both see: inputs in, files out
+SHARED_EXCHANGE = "/tmp/.exchange"  # where bubblewrap binds it (grader/containment/bubblewrap.py)
 OLD_ROOT = ".old-root"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -243,14 +245,13 @@ def _become_worker(config: dict, how: str, parent_alive: int) -> dict[str, str]:
     _limits(config)
     resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
     if config["uid"] is not None:
-        os.setgroups([])
-        os.setresgid(config["gid"], config["gid"], config["gid"])
-        os.setresuid(config["uid"], config["uid"], config["uid"])
+        _drop_to(config)
         obtained["user"] = f"uid {config['uid']} (dropped from root, dedicated to this worker)"
     else:
         _drop_capabilities()
         obtained["user"] = f"uid {os.getuid()} (the judge's, in a user namespace, no capabilities)"
     obtained["processes"] += f", own PID namespace (its processes die with it), at most {config['processes']}"
+    obtained["signals"] = "cannot reach the judge (own PID namespace)"
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if select.select([parent_alive], [], [], 0)[0]:  # end of file: the waiting parent died before the signal was armed
@@ -268,63 +269,128 @@ def _wait_and_mirror(child: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def _open_to_others(path: str) -> bool:
-    """Whether a user other than the owner can reach ``path`` and read what is in it."""
-    ancestors = [os.path.join("/", *path.split("/")[1:i]) for i in range(1, path.count("/") + 1)]
-    return (all(os.stat(a).st_mode & stat.S_IXOTH for a in ancestors)
-            and os.stat(path).st_mode & (stat.S_IROTH | stat.S_IXOTH) == stat.S_IROTH | stat.S_IXOTH)
-
-
-def _unconfined(config: dict, why: str) -> dict[str, str]:
-    if config["uid"] is not None and not all(_open_to_others(p) for p in config["expose"]):
+def _unconfined(config: dict, why: str, parent: int) -> dict[str, str]:
+    if config["uid"] is not None and not config["reachable"]:
         why += "; the interpreter is not readable by other users, so the uid is not dropped"
         config = {**config, "uid": None}
-    _give(config["workdir"], config["uid"])  # the dropped uid works in the staging copy itself,
+    _give(config["workdir"], config["uid"] if config["uid"] is not None else os.getuid())  # the dropped uid works in the staging copy itself,
     os.chmod(os.path.dirname(config["workdir"]), 0o711)  # reached through its (unlistable) parent
     os.chdir(config["workdir"])
     _limits(config)
     if config["uid"] is not None:
-        os.setgroups([])
-        os.setresgid(config["gid"], config["gid"], config["gid"])
-        os.setresuid(config["uid"], config["uid"], config["uid"])
+        _drop_to(config)
         resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != config["judge_pid"]:
-        os._exit(1)
+    if config["uid"] is None and os.geteuid() == 0:  # root that could not be dropped keeps no capability
+        _drop_capabilities()
+    _die_with(parent)
+    dropped = config["uid"] is not None
     return {"network": f"host network (no namespaces: {why})", "filesystem": f"host filesystem, not hidden ({why})",
             "processes": "host processes visible", "user": f"uid {os.getuid()}" + (
-                " (dropped from root, dedicated to this worker)" if config["uid"] is not None else
-                f" (same user as the judge: {why})")}
+                " (dropped from root, dedicated to this worker)" if dropped else f" (same user as the judge: {why})"),
+            "signals": "cannot signal the judge: another uid, no capabilities" if dropped else
+            "can signal the judge: same uid, no PID namespace"}
 
 
-def confine(config: dict) -> dict[str, str]:
-    """Apply every containment the host allows; returns (in the worker process) what was obtained."""
-    os.umask(0o022)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _die_with(parent: int) -> None:
+    """Die with the judge: arm the death signal, then make sure the judge did not die before it was armed
+    (the parent read at start, ``parent``, would then have been replaced by a reaper)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _filter_syscalls(program: bytes) -> None:
+    """Load the judge's seccomp filter (BPF, generated with libseccomp) for this process and all it starts."""
+    code = ctypes.create_string_buffer(program, len(program))
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_Program(len(program) // 8,
+                                                                                   ctypes.addressof(code))), 0, 0),
+           "seccomp")
+
+
+def _bubblewrapped(config: dict) -> dict[str, str]:
+    """Inside bubblewrap (which made the namespaces and the root, and loaded the syscall filter):
+    drop to the dedicated uid (as root), copy the working folder into the private /tmp, set the limits."""
+    if config["uid"] is not None:
+        _drop_to(config)
+    _copy_work(config["workdir"], WORK, None)
+    shutil.rmtree(os.path.join(WORK, EXCHANGE))  # a read-only copy: the shared folder is bound elsewhere
+    os.symlink(SHARED_EXCHANGE, os.path.join(WORK, EXCHANGE))
+    os.chdir(WORK)
+    _limits(config)
+    resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"], config["processes"]))
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    user = (f"uid {os.getuid()} (dropped from root, dedicated to this worker)" if config["uid"] is not None else
+            f"uid {os.getuid()} (the judge's, in a user namespace, no capabilities)")
+    return {"network": "none (own network namespace, bubblewrap)",
+            "processes": f"own /proc and PID namespace (its processes die with it), at most {config['processes']}",
+            "filesystem": f"own root (bubblewrap): system folders, Python{' and listed paths' if config['readonly'] else ''}"
+                          f" read-only; no home, kit or submission folders; writable: private /tmp "
+                          f"({config['disk_bytes'] >> 20} MiB) holding the working copy",
+            "user": user, "signals": "cannot reach the judge (own PID namespace)"}
+
+
+def _drop_to(config: dict) -> None:
+    os.setgroups([])
+    os.setresgid(config["gid"], config["gid"], config["gid"])
+    os.setresuid(config["uid"], config["uid"], config["uid"])
+
+
+def _await_placement(fd: int | None) -> None:
+    """Ask the judge to move this process into the worker's cgroup, and wait until it has: all
+    that starts later (student code included) is born inside it."""
+    if fd is None:
+        return
+    with socket.socket(fileno=fd) as placement:
+        placement.sendall(b"p")
+        if placement.recv(1) != b"g":
+            os._exit(1)
+
+
+def _by_hand(config: dict, parent: int) -> dict[str, str]:
+    """Namespaces, root and identity built here (where bubblewrap cannot run), or the unconfined fallback."""
     try:
         if not config["namespaces"]:
             raise OSError(0, "namespaces turned off")
         how = _enter_namespaces()
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != config["judge_pid"]:  # the judge died before the death signal was armed
-            os._exit(1)
+        _die_with(parent)
         _build_root(config)
     except OSError as exc:
-        obtained = _unconfined(config, exc.strerror or str(exc))
+        return _unconfined(config, exc.strerror or str(exc), parent)
+    alive_r, alive_w = os.pipe()
+    child = os.fork()
+    if child:
+        os.close(alive_r)
+        for fd in (config["request_fd"], config["response_fd"]):
+            os.close(fd)
+        _wait_and_mirror(child)
+    os.close(alive_w)
+    return _become_worker(config, how, alive_r)
+
+
+def confine(config: dict) -> dict[str, str]:
+    """Apply every containment the host allows; returns (in the worker process) what was obtained."""
+    parent = os.getppid()
+    _await_placement(config["placement_fd"])
+    program = Path(config["syscall_filter"]).read_bytes() if config["syscall_filter"] else b""  # while it can
+    os.umask(0o022)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if config["bubblewrap"]:  # which loaded the syscall filter itself
+        obtained = _bubblewrapped(config)
+        _die_with(parent)
     else:
-        alive_r, alive_w = os.pipe()
-        child = os.fork()
-        if child:
-            os.close(alive_r)
-            for fd in (config["request_fd"], config["response_fd"]):
-                os.close(fd)
-            _wait_and_mirror(child)
-        os.close(alive_w)
-        obtained = _become_worker(config, how, alive_r)
-    obtained["limits"] = (f"wall clock per call, resident memory {config['memory_bytes'] >> 20} MiB (watched), "
-                          f"files {config['file_bytes'] >> 20} MiB, output captured and truncated")
+        obtained = _by_hand(config, parent)
+    obtained["limits"] = (f"wall clock per call, files {config['file_bytes'] >> 20} MiB, output captured and "
+                          f"truncated")
     os.environ.update(HOME=os.getcwd(), TMPDIR=os.getcwd())
+    if program:
+        _filter_syscalls(program)
+    obtained["syscalls"] = config["syscalls"]
     return obtained
 
 

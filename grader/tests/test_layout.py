@@ -7,7 +7,7 @@ import ast
 import shutil
 from pathlib import Path
 
-from grader.sandbox import Limits, Worker
+from grader.sandbox import SYSCALL_FILTER, Limits, Worker
 
 GRADER = Path(__file__).resolve().parents[1]
 # The --in-process debugging backend runs the dispatcher in the judge on purpose (never for grading).
@@ -50,7 +50,9 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
     worker = Worker(package, Limits())
     base = worker._prepare()
     try:
-        kit = sorted(p.name for p in (base / "work" / "_kit").iterdir())
-        assert kit == sorted(["wire.py", *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
+        code = sorted(p.name for p in (base / "work" / "_kit").glob("*.py"))
+        assert code == sorted(["wire.py", *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
+        data = {p.name for p in (base / "work" / "_kit").iterdir()} - set(code)
+        assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
         shutil.rmtree(base)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from grader import wire
+from grader.containment import bubblewrap
+from grader.containment import cgroup as cgroups
 from grader.confined.confine import SYSTEM
 from grader.sandbox import KIT, Limits, Worker, interpreter_paths
 from grader.session import WorkerFailure
@@ -59,6 +61,44 @@ def hog(gib=6):
     import torch
     hoard = [torch.ones(256 << 20, dtype=torch.uint8) for _ in range(4 * gib)]
     return len(hoard)
+
+
+def balloon(where="memfd", gib=3):
+    """Hold ``gib`` GiB outside the resident set: in a memfd, or in a file on a tmpfs."""
+    if where == "memfd":
+        fd = os.memfd_create("balloon")
+    else:
+        fd = os.open(os.path.join(where, "balloon-" + MARKER), os.O_WRONLY | os.O_CREAT, 0o600)
+    chunk = b"x" * (64 << 20)
+    for _ in range(16 * gib):
+        os.write(fd, chunk)
+    return "held"
+
+
+def kernel_surface():
+    """What each call reaching past the sandbox returned: 0 (it worked) or its errno."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+
+    def in_a_child(attempt):  # one thread (the worker has several): unshare(CLONE_NEWUSER) demands it
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if attempt() == 0 else ctypes.get_errno())
+        return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+    calls = {"unshare user": lambda: in_a_child(lambda: libc.unshare(0x10000000)),
+             "unshare user, then mount": lambda: in_a_child(lambda: libc.unshare(0x10000000 | 0x00020000) or libc.mount(
+                 b"none", b"/tmp", b"tmpfs", 0, None)),
+             "mount tmpfs": lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
+             "ptrace attach parent": lambda: libc.ptrace(16, os.getppid(), None, None)}
+    found = {}
+    for name, attempt in calls.items():
+        ctypes.set_errno(0)
+        result = attempt()
+        found[name] = result if name.startswith("unshare") else 0 if result == 0 else ctypes.get_errno()
+    return found
 
 
 def flood(megabytes=200):
@@ -211,7 +251,22 @@ def wait_until(condition, seconds: float = 10) -> bool:
 
 
 def test_isolation_is_reported_and_real(worker):
+    check_isolation(worker, "bubblewrap" if not bubblewrap.usable() else "hand-written namespaces")
+
+
+def test_hand_written_namespaces_still_confine_where_bubblewrap_runs(package):
+    if bubblewrap.usable():
+        pytest.skip(bubblewrap.usable())
+    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64, bubblewrap=False))
+    try:
+        check_isolation(worker, "hand-written namespaces")
+    finally:
+        worker.close()
+
+
+def check_isolation(worker: Worker, confinement: str) -> None:
     seen = call(worker, "look", str(KIT))
+    assert worker.isolation["mechanism"].startswith(confinement), worker.isolation
     assert seen["network"] != "connected"
     assert not seen["kit_visible"] and "wrote" not in seen
     assert seen["cwd"] == "/tmp/work" and seen["home"] == "/tmp/work"
@@ -221,7 +276,8 @@ def test_isolation_is_reported_and_real(worker):
     assert len(seen["processes"]) <= 3, seen["processes"]  # its own PID namespace
     if os.geteuid() == 0:
         assert seen["uid"] != 0 and "dropped from root" in worker.isolation["user"]
-    assert {"network", "filesystem", "processes", "user", "limits"} <= set(worker.isolation)
+    assert {"network", "filesystem", "processes", "user", "limits", "signals"} <= set(worker.isolation)
+    assert worker.isolation["signals"].startswith("cannot")
 
 
 def test_without_namespaces_the_worker_still_works_and_says_so(package):
@@ -235,6 +291,7 @@ def test_without_namespaces_the_worker_still_works_and_says_so(package):
         assert "host network" in worker.isolation["network"] and "not hidden" in worker.isolation["filesystem"]
         if os.geteuid() == 0 and "not dropped" not in worker.isolation["user"]:
             assert call(worker, "whoami") != 0 and "dropped from root" in worker.isolation["user"]
+            assert worker.isolation["signals"].startswith("cannot signal the judge")
         elif os.geteuid() == 0:  # e.g. an interpreter under /root: said, not hidden
             assert call(worker, "whoami") == 0
     finally:
@@ -258,6 +315,31 @@ def test_memory_cap_stops_the_worker(worker):
     with pytest.raises(WorkerFailure, match="MiB of memory"):
         call(worker, "hog", 6, timeout=60)
     assert call(worker, "ok") == 1
+
+
+@pytest.mark.parametrize("where", ["memfd", "/tmp", "/dev/shm"])
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "watchdog"])
+def test_memory_outside_the_resident_set_is_capped(package, monkeypatch, where, cgroup):
+    if not cgroup:
+        monkeypatch.setattr(cgroups, "create", lambda *args: None)
+    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
+    try:
+        with pytest.raises(WorkerFailure, match="MiB of memory"):
+            call(worker, "balloon", where, 2, timeout=60)
+        assert cgroup or "no cgroup" in worker.isolation["memory"]
+        assert call(worker, "ok") == 1
+    finally:
+        worker.close()
+
+
+def test_kernel_surface_is_filtered(worker):
+    if not worker.isolation.get("syscalls", "").startswith("seccomp"):
+        call(worker, "ok")
+    if not worker.isolation["syscalls"].startswith("seccomp"):
+        pytest.skip(worker.isolation["syscalls"])
+    import errno
+    assert call(worker, "kernel_surface") == dict.fromkeys(
+        ["unshare user", "unshare user, then mount", "mount tmpfs", "ptrace attach parent"], errno.EPERM)
 
 
 def test_output_flood_is_drained_and_truncated(worker):

@@ -1,0 +1,181 @@
+"""A kernel-enforced memory and process limit for one worker: a child of the grader's own cgroup.
+
+Where the host mounts cgroup v2 with the memory controller delegated to the grader, one folder
+holds ``memory.max`` (swap off), ``pids.max`` and ``cgroup.kill``. Where it mounts v1 (root in
+a container, as on these machines), the memory controller's folder holds the memory limit
+(``memory.memsw.limit_in_bytes`` too where swap accounting exists) and the pids controller's
+the process limit. Pages of tmpfs files and memfds are charged to the cgroup of the process
+that wrote them, so the limit counts what a resident-set watchdog cannot see.
+
+``create`` returns ``None`` where the host gives no writable cgroup (then the watchdog is all).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_names = itertools.count()
+
+
+def _mounts() -> dict[str, tuple[Path, str]]:
+    """controller ("memory", "pids", or "" for v2) -> (mount point, the mount's own root)."""
+    found: dict[str, tuple[Path, str]] = {}
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            fields = line.split()
+            fstype, options = fields[fields.index("-") + 1], fields[-1].split(",")
+            if fstype == "cgroup2":
+                found.setdefault("", (Path(fields[4]), fields[3]))
+            elif fstype == "cgroup":
+                for controller in ("memory", "pids"):
+                    if controller in options:
+                        found.setdefault(controller, (Path(fields[4]), fields[3]))
+    return found
+
+
+def _own_folder(controller: str, mounts: dict[str, tuple[Path, str]]) -> Path | None:
+    """The folder of this process's cgroup for ``controller`` ("" for v2), if mounted."""
+    if controller not in mounts:
+        return None
+    point, root = mounts[controller]
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (controller == "" and controllers == "") or controller in controllers.split(","):
+            relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+            return (point / relative).resolve()
+    return None
+
+
+def _write(folder: Path, name: str, value: str) -> None:
+    (folder / name).write_text(value)
+
+
+@dataclass
+class Cgroup:
+    """One worker's cgroup: its folders (one for v2; memory and pids for v1)."""
+
+    version: int
+    folders: list[Path]
+    memory_bytes: int
+    processes: int  # 0: no pids controller
+    swap: str  # how swap is handled
+
+    def place(self, pids: set[int]) -> None:
+        """Move ``pids`` (the worker's whole tree, before any of it runs student code) into the cgroup."""
+        for folder in self.folders:
+            for pid in sorted(pids):
+                try:
+                    _write(folder, "cgroup.procs", str(pid))
+                except ProcessLookupError:
+                    pass
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for folder in self.folders:
+            try:
+                found |= {int(p) for p in (folder / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        return found
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of this cgroup for passing its memory limit."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            lines = (self.folders[0] / name).read_text().splitlines()
+        except OSError:
+            return False
+        counts = dict(line.split() for line in lines if len(line.split()) == 2)
+        return int(counts.get("oom_kill", 0)) > 0
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup, until none is left (forks racing the kill included)."""
+        if self.version == 2:
+            try:
+                _write(self.folders[0], "cgroup.kill", "1")
+            except OSError:
+                pass
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill()
+        for folder in self.folders:
+            for _ in range(100):  # a killed process leaves its cgroup a moment after it is reaped
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+    def describe(self) -> str:
+        tasks = f", at most {self.processes} tasks" if self.processes else ", no task limit"
+        return (f"cgroup v{self.version}: memory {self.memory_bytes >> 20} MiB counting shared memory and tmpfs, "
+                f"{self.swap}{tasks}")
+
+
+def _make(parent: Path, name: str) -> Path:
+    """``parent/name``, after removing the empty cgroups left by graders that died without removing theirs."""
+    for stale in parent.glob("grader-worker-*-*"):
+        if not Path(f"/proc/{stale.name.split('-')[2]}").exists():
+            try:
+                stale.rmdir()
+            except OSError:  # not empty yet, or already gone
+                pass
+    folder = parent / name
+    folder.mkdir()
+    return folder
+
+
+def create(memory_bytes: int, processes: int) -> Cgroup | None:
+    """A new cgroup for one worker under the grader's own, with its limits set; ``None`` if the host gives none."""
+    mounts = _mounts()
+    name = f"grader-worker-{os.getpid()}-{next(_names)}"
+    made: list[Path] = []
+    try:
+        v1_memory = _own_folder("memory", mounts)
+        if v1_memory is not None:
+            made.append(_make(v1_memory, name))
+            _write(made[0], "memory.limit_in_bytes", str(memory_bytes))
+            swap = "swap not counted"
+            if (made[0] / "memory.memsw.limit_in_bytes").exists():
+                _write(made[0], "memory.memsw.limit_in_bytes", str(memory_bytes))
+                swap = "swap counted"
+            pids = _own_folder("pids", mounts)
+            if pids is not None:
+                made.append(_make(pids, name))
+                _write(made[1], "pids.max", str(processes))
+            return Cgroup(1, made, memory_bytes, processes if pids is not None else 0, swap)
+        v2 = _own_folder("", mounts)
+        if v2 is None:
+            return None
+        made.append(_make(v2, name))
+        if not (made[0] / "memory.max").exists():
+            _write(v2, "cgroup.subtree_control", "+memory +pids")
+        _write(made[0], "memory.max", str(memory_bytes))
+        _write(made[0], "memory.swap.max", "0")
+        _write(made[0], "memory.oom.group", "1")
+        _write(made[0], "pids.max", str(processes))
+        return Cgroup(2, made, memory_bytes, processes, "no swap")
+    except OSError:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        return None

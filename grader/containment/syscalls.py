@@ -1,0 +1,61 @@
+"""The seccomp deny-list every worker runs under, generated with libseccomp (``pyseccomp``).
+
+Denied (EPERM): new namespaces (``unshare``, ``setns``, ``clone`` with a namespace flag; ``clone3``
+answers ENOSYS, so the C library falls back to ``clone``, whose flags can be inspected), every
+mount call, ``ptrace`` and cross-process memory access, ``bpf``, the key store, ``perf_event_open``,
+kernel modules, ``kexec``, ``reboot``, swap, ``userfaultfd`` and io_uring. Another architecture's
+calls (32-bit calls on a 64-bit host) kill the process: libseccomp's default for a foreign ABI.
+
+The filter is exported as BPF: bubblewrap loads it with ``--seccomp FD``; the fallback worker
+loads the same bytes itself with ``prctl`` before it imports the submission.
+"""
+
+from __future__ import annotations
+
+import errno
+import tempfile
+
+DENIED = ("unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+          "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "ptrace", "process_vm_readv",
+          "process_vm_writev", "bpf", "keyctl", "add_key", "request_key", "perf_event_open", "init_module",
+          "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff",
+          "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register")
+NAMESPACE_FLAGS = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
+                   "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
+                   "CLONE_NEWNET": 0x40000000}
+SUMMARY = ("seccomp deny-list: namespaces, mounts, ptrace, bpf, keys, perf events, kernel modules, kexec, reboot, "
+           "userfaultfd, io_uring")
+
+
+def _bindings():
+    """The libseccomp bindings, or ``None`` where the module or the C library is missing."""
+    try:
+        import pyseccomp
+    except Exception:  # noqa: BLE001 - ImportError, or the C library not found as it loads
+        return None
+    return pyseccomp
+
+
+def deny_filter() -> bytes | None:
+    """The filter as BPF (a ``struct sock_filter`` array), or ``None`` without libseccomp."""
+    seccomp = _bindings()
+    if seccomp is None:
+        return None
+    refuse = seccomp.ERRNO(errno.EPERM)
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for name in DENIED:
+        try:
+            rules.add_rule(refuse, name)
+        except (OSError, ValueError):  # a call this architecture does not have
+            continue
+    for flag in NAMESPACE_FLAGS.values():
+        rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as stream:
+        rules.export_bpf(stream)
+        stream.seek(0)
+        return stream.read()
+
+
+def describe(available: bool) -> str:
+    return SUMMARY if available else "no syscall filter (libseccomp or its Python bindings are missing)"

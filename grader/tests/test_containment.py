@@ -1,0 +1,60 @@
+"""Judge-side containment (grader/containment): uid claims, cgroups, the syscall filter, bubblewrap."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from grader.containment import cgroup as cgroups
+from grader.containment import uids
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="containment is Linux's")
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="uids are dedicated to workers only by root")
+
+
+@root_only
+def test_a_claimed_uid_is_never_handed_out_twice_until_released():
+    held = [uids.claim() for _ in range(3)]
+    try:
+        assert len({c.uid for c in held}) == 3
+        assert all(uids.UID_BASE <= c.uid < uids.UID_BASE + uids.UID_SPAN for c in held)
+        first = held[0].uid
+        held[0].release()
+        again = uids.claim()
+        held[0] = again
+        assert again.uid == first  # the lock, not a process table, decides: released means free
+    finally:
+        for claim in held:
+            claim.release()
+
+
+def test_a_cgroup_holds_its_limits_and_is_removed():
+    group = cgroups.create(256 << 20, 16)
+    if group is None:
+        pytest.skip("this host gives the grader no writable cgroup")
+    try:
+        memory = group.folders[0] / ("memory.max" if group.version == 2 else "memory.limit_in_bytes")
+        assert int(memory.read_text()) == 256 << 20
+        assert "256 MiB" in group.describe() and not group.oom_killed() and not group.pids()
+    finally:
+        group.remove()
+    assert not any(folder.exists() for folder in group.folders)
+
+
+def test_require_strong_refuses_a_host_without_strong_isolation(monkeypatch, capsys):
+    from grader import cli
+    from grader.containment import level
+
+    monkeypatch.setattr(level, "host", lambda: level.Level("rlimits only", ("namespaces (refused here)",)))
+    assert cli.main(["grade", "solutions", "--isolation", "require-strong", "--problems", "P1"]) == 2
+    assert "lacks namespaces (refused here)" in capsys.readouterr().err
+
+
+def test_the_host_level_names_its_mechanism():
+    from grader.containment import level
+
+    found = level.host()
+    assert found.mechanism.split(" + ")[0] in ("bubblewrap", "hand-written namespaces", "rlimits only")
+    assert found.strong == (not found.lacks)
