@@ -85,8 +85,11 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_DAC_READ_SEARCH"]
     else:
         args += ["--unshare-all", "--unshare-user"] + (["--disable-userns"] if _disables_userns(bwrap) else [])
+    size = str(config["disk_bytes"])
+    # The private /tmp first: an interpreter or kit living under /tmp is bound on top of it, not hidden by it.
+    args += ["--size", size, "--perms", "1777", "--tmpfs", "/tmp"]
     bound: list[str] = []
-    made: set[str] = set()
+    made: set[str] = {"/tmp"}
     for name in SYSTEM:
         host = "/" + name
         if os.path.islink(host):
@@ -111,10 +114,9 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
         args += ["--dev-bind", device, device]
     if nvidia:  # the CUDA driver reads the PCI topology
         args += ["--ro-bind", "/sys", "/sys"]
-    size = str(config["disk_bytes"])
-    args += ["--size", size, "--perms", "1777", "--tmpfs", "/tmp", "--size", size, "--perms", "1777", "--tmpfs",
-             "/dev/shm", "--ro-bind", config["workdir"], SOURCE, "--bind", os.path.join(config["workdir"], EXCHANGE),
-             SHARED, "--symlink", "../tmp", "/var/tmp", "--chdir", SOURCE]
+    args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm", "--ro-bind", config["workdir"], SOURCE,
+             "--bind", os.path.join(config["workdir"], EXCHANGE), SHARED, "--symlink", "../tmp", "/var/tmp",
+             "--chdir", SOURCE]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     return args
