@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .results import GradingResult, kit_data, write_atomic, write_json_atomic
+from .results import GradingResult, kit_data, regrade_reason, write_atomic, write_json_atomic
 
 GRADE_COMMAND = (sys.executable, "-m", "grader", "grade")
 KIT_ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def _reusable(path: Path, digest: str, options: dict[str, Any], retry_errors: bo
         return False
     if record.get("content_hash") != digest or record.get("options") != options:
         return False
-    if record.get("status") != "graded":
+    if record.get("status") != "graded" or regrade_reason(data):
         return not retry_errors
     return not (kit_data(data).get("provisional") and cuda and options["gpu"] != "off")  # a GPU is here now: make it official
 
@@ -254,7 +254,7 @@ def _grade_one(entry: Entry, digest: str, out_dir: Path, scratch: Path, options:
     if data is None:
         data = GradingResult.failed(", ".join(str(p) for p in entry.paths), error,
                                     time.monotonic() - started).to_gradescope_dict()
-    status = "error" if kit_data(data).get("grader_error") else "graded"
+    status = "error" if regrade_reason(data) else "graded"  # --retry-errors regrades it
     data.setdefault("extra_data", {})["batch"] = {"student": entry.student, "content_hash": digest, "options": options, "status": status,
                      "graded_at": graded_at, "exit_code": exit_code, "seconds": round(time.monotonic() - started, 2)}
     write_json_atomic(out_dir / RESULTS / f"{entry.student}.json", data)
@@ -267,7 +267,7 @@ def _summary_line(data: dict[str, Any]) -> str:
     kit = kit_data(data)
     record = kit["batch"]
     if record["status"] != "graded":
-        return f"{escape(record['student'])}: [red]error[/]: {escape(str(kit.get('grader_error', ''))[:200])}"
+        return f"{escape(record['student'])}: [red]error[/]: {escape(regrade_reason(data)[:200])}"
     total = sum(float(p.get("max_score", 0)) for p in kit.get("problems", {}).values())
     return (f"{escape(record['student'])}: {data['score']:g} / {total:g}"
             + (" (provisional)" if kit.get("provisional") else ""))
@@ -369,7 +369,7 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
                         done += 1
                         record = kit_data(data)
                         if record["batch"]["status"] != "graded":
-                            errors.append((record["batch"]["student"], str(record.get("grader_error", ""))))
+                            errors.append((record["batch"]["student"], regrade_reason(data)))
                         progress.console.print(_summary_line(data), highlight=False)
                     progress.update(task, advance=1, errors=len(errors))
     except KeyboardInterrupt:

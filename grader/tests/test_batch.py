@@ -185,6 +185,21 @@ def test_rerun_regrades_exactly_what_changed(tmp_path, monkeypatch):
     assert grade_class(folder, out, seed=7, gpu="auto") == 0 and _graded_log(log) == ["alice", "bob", "carol", "dave"]
 
 
+def test_a_test_the_grader_could_not_judge_makes_an_error_row_that_retry_errors_regrades(tmp_path, monkeypatch):
+    folder = tmp_path / "class"
+    package(KIT / "solutions", folder / "alice")
+    package(KIT / "solutions", folder / "bob", edit={"einsum": "# FAKE_UNJUDGED"})
+    out, log = tmp_path / "out", tmp_path / "graded.log"
+    monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
+    assert grade_class(folder, out) == 0 and _graded_log(log) == ["alice", "bob"]
+    rows = results(out)
+    assert rows["alice"]["extra_data"]["batch"]["status"] == "graded"
+    assert rows["bob"]["extra_data"]["batch"]["status"] == "error" and not rows["bob"]["extra_data"]["grader_error"]
+    log.unlink()
+    assert grade_class(folder, out) == 0 and _graded_log(log) == []
+    assert grade_class(folder, out, retry_errors=True) == 0 and _graded_log(log) == ["bob"]
+
+
 # -- nothing stops the batch ---------------------------------------------------------------------
 
 def test_every_kind_of_breakage_is_an_error_row_and_the_batch_goes_on(tmp_path, monkeypatch):
