@@ -112,8 +112,14 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                                               "and a histogram")
     parser.add_argument("folders", nargs="+", type=arguments.existing_folder, metavar="OUT_DIR", help="batch output folders (or folders holding them)")
     parser.add_argument("--csv", type=arguments.csv_file, default=defaults["csv"],
-                        help="the gradebook; the summary (.md) and histogram (.png) are written beside it")
-    return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv)
+                        help="the gradebook; the summary (.md) and figures (.png, -problems.png) are written beside it")
+    parser.add_argument("--roster", type=arguments.readable_csv, default=defaults["roster"],
+                        help="CSV with a 'student' column: students without a submission become missing rows (0), "
+                             "submissions not in it are flagged")
+    parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
+                        help="CSV of manual scores: student, problem or test, points, reason")
+    return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv, roster=a.roster,
+                                                                      overrides=a.overrides)
 
 
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:

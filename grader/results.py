@@ -49,6 +49,11 @@ class TestResult:
     def score(self) -> float:
         return self.points if self.status == "passed" else 0.0
 
+    @property
+    def title(self) -> str:
+        """The name Gradescope (and ``grader show``) display: ``P3 einsum: <test name>``."""
+        return f"{self.problem} {self.module}: {self.name}"
+
 
 @dataclass(frozen=True)
 class ProblemScore:
@@ -179,7 +184,7 @@ def _gradescope_test(test: TestResult, not_run: str, visibility: str) -> dict[st
     output = _output(test)
     if output != test.message:
         kit["message"] = test.message
-    entry = {"name": f"{test.problem} {test.module}: {test.name}", "score": test.score,
+    entry = {"name": test.title, "score": test.score,
              "max_score": 0 if test.status == "not_run" and not_run == "exclude" else test.points,
              "output": output, "visibility": visibility, "tags": [test.problem] + (["gpu"] if test.gpu else []),
              "extra_data": kit}
