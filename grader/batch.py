@@ -299,24 +299,44 @@ def _sigterm_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # Slurm's time limit and a cancelled CI job stop the batch like Ctrl-C
 
 
+def _manifest(out: Path, submissions_dir: Path, shard: tuple[int, int] | None, students: list[str],
+              options: dict[str, Any], only: list[str] | None) -> dict[str, Any]:
+    """OUT/batch.json: the students this folder is responsible for (with --only, those already listed stay)."""
+    manifest = {"submissions": str(submissions_dir), "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+                "students": students, "options": options, "kit_version": __version__}
+    if only:
+        try:
+            manifest = {**manifest, **json.loads((out / MANIFEST).read_text())}
+        except (OSError, ValueError):
+            manifest["students"] = []
+        manifest["students"] = sorted(set(manifest["students"]) | set(only))
+    return manifest
+
+
 def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] | None, options: dict[str, Any],
-        timeout_seconds: float, retry_errors: bool, command: tuple[str, ...], console) -> int:
-    """Grade the (shard of the) class into ``out``; 0 when done, 130 when interrupted."""
+        timeout_seconds: float, retry_errors: bool, command: tuple[str, ...], console,
+        only: list[str] | None = None) -> int:
+    """Grade the (shard of the) class into ``out``, or regrade ``only`` these students; 0 done, 130 interrupted."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="kit-batch-"))
     try:
         entries = submissions(_class_folder(submissions_dir, scratch))
         if shard:
             entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
+        if only:
+            unknown = sorted(set(only) - {e.student for e in entries})
+            if unknown:
+                raise BatchError(f"--only: no submission for {', '.join(unknown)} in {submissions_dir}"
+                                 + (f" (shard {shard[0]}/{shard[1]})" if shard else ""))
+            entries = [e for e in entries if e.student in only]
         (out / RESULTS).mkdir(parents=True, exist_ok=True)
         (out / LOGS).mkdir(exist_ok=True)
-        write_json_atomic(out / MANIFEST, {
-            "submissions": str(submissions_dir), "shard": f"{shard[0]}/{shard[1]}" if shard else None,
-            "students": [e.student for e in entries], "options": options, "kit_version": __version__})
+        manifest = _manifest(out, submissions_dir, shard, [e.student for e in entries], options, only)
+        write_json_atomic(out / MANIFEST, manifest)
         cuda = options["gpu"] != "off" and _cuda_available()
         digests = {e.student: content_hash(e.paths) for e in entries}
-        todo = [e for e in entries if not _reusable(out / RESULTS / f"{e.student}.json", digests[e.student],
-                                                   options, retry_errors, cuda)]
+        todo = entries if only else [e for e in entries if not _reusable(
+            out / RESULTS / f"{e.student}.json", digests[e.student], options, retry_errors, cuda)]
         console.print(f"{len(entries)} submissions{f' in shard {shard[0]}/{shard[1]}' if shard else ''}: "
                       f"{len(entries) - len(todo)} unchanged since graded, {len(todo)} to grade, {jobs} at a time")
         if not todo:
@@ -324,7 +344,7 @@ def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] |
             status = 0
         else:
             status = _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console, started)
-        _write_junit(out, [e.student for e in entries])
+        _write_junit(out, manifest["students"])
         return status
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -392,8 +412,12 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
 def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str | None = None, gpu: str = "auto",
          seed: int = 0, problems: list[str] | None = None, profile: str = "grading", budget_seconds: float = 900.0,
          call_seconds: float = 30.0, memory_mb: int = 4096, timeout_seconds: float = 1200.0,
-         retry_errors: bool = False, not_run: str = "exclude", grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
-    """Grade every submission in a folder (or class archive) into ``out``; 0 done, 2 cannot start, 130 stopped."""
+         retry_errors: bool = False, not_run: str = "exclude", only: list[str] | None = None,
+         grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
+    """Grade every submission in a folder (or class archive) into ``out``; 0 done, 2 cannot start, 130 stopped.
+
+    ``only``: regrade just these students (whether or not they changed), keeping every other result.
+    """
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -416,7 +440,7 @@ def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str
     try:
         return run(Path(submissions), Path(out), jobs=jobs, shard=parsed, options=options,
                    timeout_seconds=timeout_seconds, retry_errors=retry_errors, command=tuple(grade_command),
-                   console=console)
+                   console=console, only=only)
     except BatchError as exc:
         print(f"grader batch: {exc}", file=sys.stderr)
         return 2

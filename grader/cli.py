@@ -99,11 +99,13 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--timeout-seconds", type=arguments.seconds, default=defaults["timeout_seconds"],
                         help="wall-clock limit for one submission (then it is stopped: an error row)")
     parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
+    parser.add_argument("--only", type=arguments.students, default=defaults["only"], metavar="STUDENT[,STUDENT]",
+                        help="regrade only these students, even if unchanged since graded (other results are kept)")
     _grading_options(parser, defaults)
     return lambda a: importlib.import_module("grader.batch").main(
         a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
         profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run)
+        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run, only=a.only)
 
 
 def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:

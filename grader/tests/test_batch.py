@@ -203,6 +203,26 @@ def test_a_test_the_grader_could_not_judge_makes_an_error_row_that_retry_errors_
     assert grade_class(folder, out, retry_errors=True) == 0 and _graded_log(log) == ["bob"]
 
 
+def test_only_regrades_the_named_students_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "class"
+    for name in ("alice", "bob", "carol"):
+        package(KIT / "solutions", folder / name)
+    out, log = tmp_path / "out", tmp_path / "graded.log"
+    monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
+    assert grade_class(folder, out) == 0 and _graded_log(log) == ["alice", "bob", "carol"]
+    kept = {p.name: p.read_bytes() for p in (out / "results").glob("*.json") if p.stem != "bob"}
+    log.unlink()
+    assert grade_class(folder, out, only=["bob"]) == 0 and _graded_log(log) == ["bob"]  # unchanged, regraded all the same
+    assert {p.name: p.read_bytes() for p in (out / "results").glob("*.json") if p.stem != "bob"} == kept
+    assert json.loads((out / "batch.json").read_text())["students"] == ["alice", "bob", "carol"]
+    assert {s.get("name") for s in ET.parse(out / "junit.xml").getroot().findall("testsuite")} == {"alice", "bob", "carol"}
+    assert gradebook.main([str(out)], csv=tmp_path / "gradebook.csv") == 0
+    capsys.readouterr()
+    log.unlink()
+    assert grade_class(folder, out, only=["bob", "dave"]) == 2 and _graded_log(log) == []
+    assert "--only: no submission for dave" in capsys.readouterr().err
+
+
 # -- nothing stops the batch ---------------------------------------------------------------------
 
 def test_every_kind_of_breakage_is_an_error_row_and_the_batch_goes_on(tmp_path, monkeypatch):

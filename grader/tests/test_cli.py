@@ -84,6 +84,8 @@ BAD_OTHER_ARGUMENTS = [
     (["batch", "x", "--out", "OUT", "--timeout-seconds", "0"], "--timeout-seconds: must be more than 0"),
     (["batch", "x", "--out", "FILE"], "exists and is not a folder"),
     (["batch", "x"], "the following arguments are required: --out"),
+    (["batch", "x", "--out", "OUT", "--only", ","], "--only: no student given"),
+    (["batch", "x", "--out", "OUT", "--only", "alice,../bob"], "--only: not a student id: '../bob'"),
     (["gradebook", "NOWHERE"], "no such folder"),
     (["gradebook", "OUT", "--csv", "OUT"], "is a folder"),
     (["gradebook", "OUT", "--csv", "book.txt"], "expected a .csv file name"),
