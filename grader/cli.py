@@ -124,6 +124,14 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                                                                       overrides=a.overrides)
 
 
+def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    parser = sub.add_parser("show", help="print one student's feedback as the student sees it on Gradescope")
+    parser.add_argument("folder", type=arguments.existing_folder, metavar="OUT_DIR", help="a batch output folder "
+                                                                                        "(or a folder holding them)")
+    parser.add_argument("student", help="the student id (the submission's name)")
+    return lambda a: importlib.import_module("grader.show").main(a.folder, a.student)
+
+
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("bundle")
     parser = sub.add_parser("gradescope-bundle", help="write a Gradescope autograder zip grading through the judge")
@@ -150,7 +158,7 @@ def _call_within_budget(args: argparse.Namespace) -> None:
 
 
 CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget]  # checks across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle]
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _show, _gradescope_bundle]
 
 
 class UsageError(Exception):

@@ -91,6 +91,8 @@ BAD_OTHER_ARGUMENTS = [
     (["gradebook", "OUT", "--csv", "book.txt"], "expected a .csv file name"),
     (["gradebook", "OUT", "--roster", "roster.csv"], "--roster: no readable file roster.csv"),
     (["gradebook", "OUT", "--overrides", "OUT"], "--overrides: no readable file OUT"),
+    (["show", "NOWHERE", "alice"], "no such folder"),
+    (["show", "OUT"], "the following arguments are required: student"),
     (["gradescope-bundle", "OUT"], "is a folder"),
     (["gradescope-bundle", "bundle.tar"], "the bundle is a .zip file"),
     (["selfcheck", "--jobs", "0"], "--jobs: must be at least 1"),
