@@ -6,7 +6,8 @@ anything is written.
 
 - roster: a ``student`` column (the submission's name, as ``grader batch`` uses it).
 - overrides: ``student``, ``problem`` or ``test`` (one of them per line: a problem key such as
-  ``P3``, or a test by its node id or its name as ``grader show`` prints it), ``points`` (the
+  ``P3``, or a test by its node id, its function name or its name as ``grader show`` prints
+  it), ``points`` (the
   new score of that problem or test, from 0 to its points) and ``reason`` (required, kept in
   the gradebook's notes and summary).
 """
@@ -123,9 +124,9 @@ def read_overrides(path: Path) -> list[Override]:
 
 
 def _test(record: Record, override: Override) -> TestResult:
-    """The test an override names: by node id or displayed name, else by its bare name when that is unique."""
-    found = [t for t in record.tests if override.target in (t.nodeid, t.title)] or \
-            [t for t in record.tests if t.name == override.target]
+    """The test an override names: by node id (or its function name) or displayed name, else by its bare name."""
+    found = [t for t in record.tests if override.target in (t.nodeid, t.title)
+             or t.nodeid.endswith(f"::{override.target}")] or [t for t in record.tests if t.name == override.target]
     if len(found) != 1:
         what = "no test" if not found else f"{len(found)} tests"
         raise GradebookError(f"{override.where}: {record.student} has {what} named {override.target!r} (use a node "

@@ -243,21 +243,24 @@ def test_overrides_set_scores_keep_the_reason_and_move_the_totals(tmp_path):
     write(tmp_path / "run", "alice", GradingResult(tests=outcomes(p3=("passed", "failed"))))
     write(tmp_path / "run", "bob", GradingResult(tests=outcomes()))
     write(tmp_path / "run", "carol", GradingResult(tests=outcomes()))
+    write(tmp_path / "run", "dan", GradingResult(tests=(Outcome("P2", "strides", "views", 14.0, "failed",
+                                                                nodeid="test_p2_strides.py::test_views"),)))
     overrides = tmp_path / "overrides.csv"
     overrides.write_text(OVERRIDES_HEADER + 'alice,p3,,12,"regrade request: rewrite 1 is right, the test was wrong"\n'
                          "bob,,P3 einsum: rewrite 0,0,academic integrity case 7\n"
-                         "carol,,sizes,6,partial credit\n")
+                         "carol,,sizes,6,partial credit\ndan,,test_views,14,regrade request\n")
     out = tmp_path / "gradebook.csv"
     assert gradebook.main([str(tmp_path / "run")], csv=out, overrides=overrides) == 0
     rows = {r["student"]: r for r in table(out)}
     assert (rows["alice"]["P3"], rows["alice"]["total"]) == ("12", "24")  # was 6 of 12, 18 in all
     assert (rows["bob"]["P3"], rows["bob"]["total"]) == ("6", "18")  # one 6-point test taken away
     assert (rows["carol"]["P1"], rows["carol"]["total"]) == ("6", "18")
+    assert (rows["dan"]["P2"], rows["dan"]["total"]) == ("14", "14")  # a test by its function name
     assert rows["alice"]["notes"] == "P3 6 -> 12 by override: regrade request: rewrite 1 is right, the test was wrong"
     assert rows["bob"]["notes"] == "P3 einsum: rewrite 0 6 -> 0 by override: academic integrity case 7"
     summary = out.with_suffix(".md").read_text()
-    assert "3 overrides" in summary and "| bob | P3 einsum: rewrite 0 | 6 | 0 | academic integrity case 7 |" in summary
-    assert f"mean {statistics.fmean([24, 18, 18]):.2f}, median 18" in summary  # the statistics see the overrides
+    assert "4 overrides" in summary and "| bob | P3 einsum: rewrite 0 | 6 | 0 | academic integrity case 7 |" in summary
+    assert f"mean {statistics.fmean([24, 18, 18, 14]):.2f}, median 18" in summary  # the statistics see the overrides
 
 
 @pytest.mark.parametrize("lines, reason", [
