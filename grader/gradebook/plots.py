@@ -34,7 +34,7 @@ def histogram(records: list[Record]) -> Figure:
         mean, median = statistics.fmean(scores), statistics.median(scores)
         axes.axvline(mean, color="#c00000", linestyle="--", label=f"mean {mean:.1f}")
         axes.axvline(median, color="#333333", linestyle=":", label=f"median {median:g}")
-        axes.legend(loc="upper left")
+        axes.legend(loc="best")
     axes.set_xlabel(f"total (out of {TOTAL_POINTS})")
     axes.set_ylabel("students")
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
