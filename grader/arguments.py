@@ -69,6 +69,15 @@ def problems(text: str) -> list[str]:
     return keys
 
 
+def students(text: str) -> list[str]:
+    """Student ids (submission names, less ``.zip``), comma-separated: at least one, none a path."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    bad = [n for n in names if "/" in n or n.startswith(".")]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"not a student id: {bad[0]!r}" if bad else "no student given")
+    return sorted(set(names))
+
+
 def shard(text: str) -> str:
     """``I/N`` with 1 <= I <= N."""
     from .batch import parse_shard

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .results import GradingResult, kit_data, write_atomic, write_json_atomic
+from .results import GradingResult, kit_data, regrade_reason, write_atomic, write_json_atomic
 
 GRADE_COMMAND = (sys.executable, "-m", "grader", "grade")
 KIT_ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def _reusable(path: Path, digest: str, options: dict[str, Any], retry_errors: bo
         return False
     if record.get("content_hash") != digest or record.get("options") != options:
         return False
-    if record.get("status") != "graded":
+    if record.get("status") != "graded" or regrade_reason(data):
         return not retry_errors
     return not (kit_data(data).get("provisional") and cuda and options["gpu"] != "off")  # a GPU is here now: make it official
 
@@ -254,7 +254,7 @@ def _grade_one(entry: Entry, digest: str, out_dir: Path, scratch: Path, options:
     if data is None:
         data = GradingResult.failed(", ".join(str(p) for p in entry.paths), error,
                                     time.monotonic() - started).to_gradescope_dict()
-    status = "error" if kit_data(data).get("grader_error") else "graded"
+    status = "error" if regrade_reason(data) else "graded"  # --retry-errors regrades it
     data.setdefault("extra_data", {})["batch"] = {"student": entry.student, "content_hash": digest, "options": options, "status": status,
                      "graded_at": graded_at, "exit_code": exit_code, "seconds": round(time.monotonic() - started, 2)}
     write_json_atomic(out_dir / RESULTS / f"{entry.student}.json", data)
@@ -267,7 +267,7 @@ def _summary_line(data: dict[str, Any]) -> str:
     kit = kit_data(data)
     record = kit["batch"]
     if record["status"] != "graded":
-        return f"{escape(record['student'])}: [red]error[/]: {escape(str(kit.get('grader_error', ''))[:200])}"
+        return f"{escape(record['student'])}: [red]error[/]: {escape(regrade_reason(data)[:200])}"
     total = sum(float(p.get("max_score", 0)) for p in kit.get("problems", {}).values())
     return (f"{escape(record['student'])}: {data['score']:g} / {total:g}"
             + (" (provisional)" if kit.get("provisional") else ""))
@@ -299,24 +299,44 @@ def _sigterm_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # Slurm's time limit and a cancelled CI job stop the batch like Ctrl-C
 
 
+def _manifest(out: Path, submissions_dir: Path, shard: tuple[int, int] | None, students: list[str],
+              options: dict[str, Any], only: list[str] | None) -> dict[str, Any]:
+    """OUT/batch.json: the students this folder is responsible for (with --only, those already listed stay)."""
+    manifest = {"submissions": str(submissions_dir), "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+                "students": students, "options": options, "kit_version": __version__}
+    if only:
+        try:
+            manifest = {**manifest, **json.loads((out / MANIFEST).read_text())}
+        except (OSError, ValueError):
+            manifest["students"] = []
+        manifest["students"] = sorted(set(manifest["students"]) | set(only))
+    return manifest
+
+
 def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] | None, options: dict[str, Any],
-        timeout_seconds: float, retry_errors: bool, command: tuple[str, ...], console) -> int:
-    """Grade the (shard of the) class into ``out``; 0 when done, 130 when interrupted."""
+        timeout_seconds: float, retry_errors: bool, command: tuple[str, ...], console,
+        only: list[str] | None = None) -> int:
+    """Grade the (shard of the) class into ``out``, or regrade ``only`` these students; 0 done, 130 interrupted."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="kit-batch-"))
     try:
         entries = submissions(_class_folder(submissions_dir, scratch))
         if shard:
             entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
+        if only:
+            unknown = sorted(set(only) - {e.student for e in entries})
+            if unknown:
+                raise BatchError(f"--only: no submission for {', '.join(unknown)} in {submissions_dir}"
+                                 + (f" (shard {shard[0]}/{shard[1]})" if shard else ""))
+            entries = [e for e in entries if e.student in only]
         (out / RESULTS).mkdir(parents=True, exist_ok=True)
         (out / LOGS).mkdir(exist_ok=True)
-        write_json_atomic(out / MANIFEST, {
-            "submissions": str(submissions_dir), "shard": f"{shard[0]}/{shard[1]}" if shard else None,
-            "students": [e.student for e in entries], "options": options, "kit_version": __version__})
+        manifest = _manifest(out, submissions_dir, shard, [e.student for e in entries], options, only)
+        write_json_atomic(out / MANIFEST, manifest)
         cuda = options["gpu"] != "off" and _cuda_available()
         digests = {e.student: content_hash(e.paths) for e in entries}
-        todo = [e for e in entries if not _reusable(out / RESULTS / f"{e.student}.json", digests[e.student],
-                                                   options, retry_errors, cuda)]
+        todo = entries if only else [e for e in entries if not _reusable(
+            out / RESULTS / f"{e.student}.json", digests[e.student], options, retry_errors, cuda)]
         console.print(f"{len(entries)} submissions{f' in shard {shard[0]}/{shard[1]}' if shard else ''}: "
                       f"{len(entries) - len(todo)} unchanged since graded, {len(todo)} to grade, {jobs} at a time")
         if not todo:
@@ -324,7 +344,7 @@ def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] |
             status = 0
         else:
             status = _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console, started)
-        _write_junit(out, [e.student for e in entries])
+        _write_junit(out, manifest["students"])
         return status
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -369,7 +389,7 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
                         done += 1
                         record = kit_data(data)
                         if record["batch"]["status"] != "graded":
-                            errors.append((record["batch"]["student"], str(record.get("grader_error", ""))))
+                            errors.append((record["batch"]["student"], regrade_reason(data)))
                         progress.console.print(_summary_line(data), highlight=False)
                     progress.update(task, advance=1, errors=len(errors))
     except KeyboardInterrupt:
@@ -392,8 +412,12 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
 def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str | None = None, gpu: str = "auto",
          seed: int = 0, problems: list[str] | None = None, profile: str = "grading", budget_seconds: float = 900.0,
          call_seconds: float = 30.0, memory_mb: int = 4096, timeout_seconds: float = 1200.0,
-         retry_errors: bool = False, not_run: str = "exclude", grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
-    """Grade every submission in a folder (or class archive) into ``out``; 0 done, 2 cannot start, 130 stopped."""
+         retry_errors: bool = False, not_run: str = "exclude", only: list[str] | None = None,
+         grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
+    """Grade every submission in a folder (or class archive) into ``out``; 0 done, 2 cannot start, 130 stopped.
+
+    ``only``: regrade just these students (whether or not they changed), keeping every other result.
+    """
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -416,7 +440,7 @@ def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str
     try:
         return run(Path(submissions), Path(out), jobs=jobs, shard=parsed, options=options,
                    timeout_seconds=timeout_seconds, retry_errors=retry_errors, command=tuple(grade_command),
-                   console=console)
+                   console=console, only=only)
     except BatchError as exc:
         print(f"grader batch: {exc}", file=sys.stderr)
         return 2

@@ -104,11 +104,13 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--timeout-seconds", type=arguments.seconds, default=defaults["timeout_seconds"],
                         help="wall-clock limit for one submission (then it is stopped: an error row)")
     parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
+    parser.add_argument("--only", type=arguments.students, default=defaults["only"], metavar="STUDENT[,STUDENT]",
+                        help="regrade only these students, even if unchanged since graded (other results are kept)")
     _grading_options(parser, defaults)
     return lambda a: importlib.import_module("grader.batch").main(
         a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
         profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run)
+        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run, only=a.only)
 
 
 def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -117,8 +119,22 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                                               "and a histogram")
     parser.add_argument("folders", nargs="+", type=arguments.existing_folder, metavar="OUT_DIR", help="batch output folders (or folders holding them)")
     parser.add_argument("--csv", type=arguments.csv_file, default=defaults["csv"],
-                        help="the gradebook; the summary (.md) and histogram (.png) are written beside it")
-    return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv)
+                        help="the gradebook; the summary (.md) and figures (.png, -problems.png) are written beside it")
+    parser.add_argument("--roster", type=arguments.readable_csv, default=defaults["roster"],
+                        help="CSV with a 'student' column: students without a submission become missing rows (0), "
+                             "submissions not in it are flagged")
+    parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
+                        help="CSV of manual scores: student, problem or test, points, reason")
+    return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv, roster=a.roster,
+                                                                      overrides=a.overrides)
+
+
+def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    parser = sub.add_parser("show", help="print one student's feedback as the student sees it on Gradescope")
+    parser.add_argument("folder", type=arguments.existing_folder, metavar="OUT_DIR", help="a batch output folder "
+                                                                                        "(or a folder holding them)")
+    parser.add_argument("student", help="the student id (the submission's name)")
+    return lambda a: importlib.import_module("grader.show").main(a.folder, a.student)
 
 
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -172,7 +188,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
 
 
 CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _isolation_available]  # across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _gradescope_bundle, _mutate]
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _show, _gradescope_bundle, _mutate]
 
 
 class UsageError(Exception):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 FAILED_ENTRY = "Autograder failed"
 ERROR_OUTPUT = "grading failed, regrade: the grader could not judge this test; your instructor has the details."
 SCHEMA = Path(__file__).resolve().parent / "results.schema.json"
+FILE_MODE = 0o640  # results and gradebooks: the owner writes, the course group reads
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class TestResult:
     @property
     def score(self) -> float:
         return self.points if self.status == "passed" else 0.0
+
+    @property
+    def title(self) -> str:
+        """The name Gradescope (and ``grader show``) display: ``P3 einsum: <test name>``."""
+        return f"{self.problem} {self.module}: {self.name}"
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,18 @@ def kit_data(data: dict[str, Any]) -> dict[str, Any]:
     return extra if isinstance(extra, dict) else {}
 
 
+def regrade_reason(data: dict[str, Any]) -> str:
+    """Why a results.json is not a grade (the grader failed, or could not judge some tests); "" when it is."""
+    kit = kit_data(data)
+    if kit.get("grader_error"):
+        return str(kit["grader_error"])
+    unjudged = [str(t.get("name", "?")) for t in data.get("tests", [])
+                if isinstance(t, dict) and isinstance(t.get("extra_data"), dict) and t["extra_data"].get("status") == "error"]
+    if unjudged:
+        return f"the grader could not judge {len(unjudged)} test{'s' * (len(unjudged) > 1)}: {'; '.join(unjudged)}"
+    return ""
+
+
 def _output(test: TestResult) -> str:
     """What a student reads under a test: nothing when passed, the reason otherwise."""
     if test.status == "passed":
@@ -166,7 +184,7 @@ def _gradescope_test(test: TestResult, not_run: str, visibility: str) -> dict[st
     output = _output(test)
     if output != test.message:
         kit["message"] = test.message
-    entry = {"name": f"{test.problem} {test.module}: {test.name}", "score": test.score,
+    entry = {"name": test.title, "score": test.score,
              "max_score": 0 if test.status == "not_run" and not_run == "exclude" else test.points,
              "output": output, "visibility": visibility, "tags": [test.problem] + (["gpu"] if test.gpu else []),
              "extra_data": kit}
@@ -183,9 +201,14 @@ def _kit_test(entry: dict[str, Any]) -> TestResult:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` so that it holds either the old file or the whole new one, never a part."""
+    """Write ``path`` so that it holds either the old file or the whole new one, never a part.
+
+    The file is created with mode ``FILE_MODE`` less the umask (0640 under the usual 022 or 002:
+    readable by the course group, by no one else), not mkstemp's 0600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)

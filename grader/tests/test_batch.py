@@ -7,6 +7,7 @@ Grading goes through a fake grade command (``fixtures/fake_grade.py``) except in
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -27,8 +28,9 @@ from grader.problems import PROBLEMS
 from grader.cli import UsageError, build_parser
 
 
-def _rows_without_time(csv_path: Path) -> list[list[str]]:
-    return [line.split(",")[:-1] for line in csv_path.read_text().splitlines()]
+def _rows_without_time(csv_path: Path) -> list[dict[str, str]]:
+    with open(csv_path, newline="") as stream:
+        return [{k: v for k, v in row.items() if k != "graded_at"} for row in csv.DictReader(stream)]
 
 
 def _graded_log(path: Path) -> list[str]:
@@ -71,15 +73,16 @@ def test_shards_merge_to_the_same_gradebook_as_one_unsharded_run(tmp_path):
     assert gradebook.main([str(tmp_path / "whole"), *map(str, shards)], csv=tmp_path / "d" / "gradebook.csv") == 0
     assert _rows_without_time(tmp_path / "d" / "gradebook.csv") == _rows_without_time(tmp_path / "a" / "gradebook.csv")
 
-    lines = (tmp_path / "a" / "gradebook.csv").read_text().splitlines()[1:]
-    rows = {line.split(",")[0]: line.split(",") for line in lines}
+    rows = {row["student"]: row for row in _rows_without_time(tmp_path / "a" / "gradebook.csv")[1:]}
     assert len(rows) == len(everyone) >= 30
-    assert {rows[f"ref{i:02d}"][1] for i in range(12)} == {"98"}  # 2 GPU points not run on this machine
-    assert {rows[f"stub{i:02d}"][1] for i in range(8)} == {"0"}
-    assert rows["bug-flops"][1] == "96" and rows["bug-flops"][5] == "12"  # P4 loses its 2 points only
-    assert rows["syntax"][1] == "86" and rows["syntax"][4] == "0"  # P3 cannot compile
-    assert {s for s, row in rows.items() if row[-2] == "error"} == {"empty", "notzip", "notes.txt", "crash", "garbage"}
-    assert all(rows[s][1] == "" for s in ("empty", "crash"))  # an error row invents no number
+    assert {rows[f"ref{i:02d}"]["total"] for i in range(12)} == {"98"}  # 2 GPU points not run on this machine
+    assert {rows[f"stub{i:02d}"]["total"] for i in range(8)} == {"0"}
+    assert rows["bug-flops"]["total"] == "96" and rows["bug-flops"]["P4"] == "12"  # P4 loses its 2 points only
+    assert rows["syntax"]["total"] == "86" and rows["syntax"]["P3"] == "0"  # P3 cannot compile
+    errors = {s for s, row in rows.items() if row["status"] == "error"}
+    assert errors == {"empty", "notzip", "notes.txt", "crash", "garbage"}
+    assert all(rows[s]["total"] == "0" and rows[s]["P1"] == "" and rows[s]["notes"] for s in errors)  # 0, and why
+    assert "exited with code 1" in rows["crash"]["notes"]
     summary = (tmp_path / "a" / "gradebook.md").read_text()
     assert "| P4 flops |" in summary and "Most often failed" in summary and "garbage" in summary
     assert (tmp_path / "a" / "gradebook.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -183,6 +186,41 @@ def test_rerun_regrades_exactly_what_changed(tmp_path, monkeypatch):
     log.unlink()
     monkeypatch.setattr(batch, "_cuda_available", lambda: True)  # a GPU now: provisional grades become official
     assert grade_class(folder, out, seed=7, gpu="auto") == 0 and _graded_log(log) == ["alice", "bob", "carol", "dave"]
+
+
+def test_a_test_the_grader_could_not_judge_makes_an_error_row_that_retry_errors_regrades(tmp_path, monkeypatch):
+    folder = tmp_path / "class"
+    package(KIT / "solutions", folder / "alice")
+    package(KIT / "solutions", folder / "bob", edit={"einsum": "# FAKE_UNJUDGED"})
+    out, log = tmp_path / "out", tmp_path / "graded.log"
+    monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
+    assert grade_class(folder, out) == 0 and _graded_log(log) == ["alice", "bob"]
+    rows = results(out)
+    assert rows["alice"]["extra_data"]["batch"]["status"] == "graded"
+    assert rows["bob"]["extra_data"]["batch"]["status"] == "error" and not rows["bob"]["extra_data"]["grader_error"]
+    log.unlink()
+    assert grade_class(folder, out) == 0 and _graded_log(log) == []
+    assert grade_class(folder, out, retry_errors=True) == 0 and _graded_log(log) == ["bob"]
+
+
+def test_only_regrades_the_named_students_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "class"
+    for name in ("alice", "bob", "carol"):
+        package(KIT / "solutions", folder / name)
+    out, log = tmp_path / "out", tmp_path / "graded.log"
+    monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
+    assert grade_class(folder, out) == 0 and _graded_log(log) == ["alice", "bob", "carol"]
+    kept = {p.name: p.read_bytes() for p in (out / "results").glob("*.json") if p.stem != "bob"}
+    log.unlink()
+    assert grade_class(folder, out, only=["bob"]) == 0 and _graded_log(log) == ["bob"]  # unchanged, regraded all the same
+    assert {p.name: p.read_bytes() for p in (out / "results").glob("*.json") if p.stem != "bob"} == kept
+    assert json.loads((out / "batch.json").read_text())["students"] == ["alice", "bob", "carol"]
+    assert {s.get("name") for s in ET.parse(out / "junit.xml").getroot().findall("testsuite")} == {"alice", "bob", "carol"}
+    assert gradebook.main([str(out)], csv=tmp_path / "gradebook.csv") == 0
+    capsys.readouterr()
+    log.unlink()
+    assert grade_class(folder, out, only=["bob", "dave"]) == 2 and _graded_log(log) == []
+    assert "--only: no submission for dave" in capsys.readouterr().err
 
 
 # -- nothing stops the batch ---------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -173,3 +174,13 @@ def test_junit_has_a_testcase_per_test_with_the_problem_as_class_and_points_as_p
                                                                                   ["error"]]
     assert {p.get("name"): p.get("value") for p in cases[1].find("properties")}["points"] == "2"
     assert bob.find("testcase/error").get("message") == "unreadable zip"
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o640), (0o002, 0o640), (0o077, 0o600)])
+def test_written_files_are_readable_by_the_group_as_the_umask_allows(tmp_path, umask, mode):
+    previous = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "results.json", {"score": 1})
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "results.json").stat().st_mode & 0o777 == mode

@@ -92,5 +92,5 @@ def test_slurm_array_and_merge_grade_a_class_end_to_end(tmp_path):
     assert merge.returncode == 0, merge.stdout + merge.stderr
     with open(tmp_path / "out" / "gradebook.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
-    assert [(r["student"], r["status"]) for r in rows] == [(s, "error") for s in students]
+    assert [(r["student"], r["status"]) for r in rows] == [("max points", "max")] + [(s, "error") for s in students]
     assert (tmp_path / "out" / "gradebook.md").exists() and (tmp_path / "out" / "gradebook.png").exists()
