@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grader import wire
@@ -188,6 +188,9 @@ def test_transpose(sub, layout, data):
 @pytest.mark.points(2)
 @given(layout=strided_layouts(min_dims=1), cuts=st.lists(st.tuples(st.integers(-8, 7), slices()), min_size=5,
                                                         max_size=5))
+# Negative and out-of-range bounds, always tried (derandomized draws change with the test's source).
+@example(layout=((4, 6), (6, 1), 2), cuts=[(0, (-3, None, 1)), (1, (-1, None, 2)), (0, (-9, 3, 1)),
+                                           (1, (-5, -1, 2)), (0, (None, -2, 1))])
 def test_slice_view(sub, layout, cuts):
     """slice_view gives the shape, strides and storage offset of x[..., start:stop:step, ...]"""
     shape, strides, offset = layout
