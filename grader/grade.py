@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .plugin import NOT_JUDGED, SUITE_FILE
+from .plugin import NOT_JUDGED
 from .problems import PROBLEMS
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
 from .submission import SubmissionError, stage
@@ -75,12 +75,21 @@ def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
     return stopped
 
 
+def _problems_of(files: list[Path]) -> list[str]:
+    """The problems (P1..P8, in order) whose hidden suites are among ``files``."""
+    return [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
+
+
+def _whole_problem(key: str, name: str, status: str, message: str, **extra: str) -> dict:
+    """One outcome standing for a whole problem that was not judged test by test (all its points, 0 scored)."""
+    return dict(problem=key, module=PROBLEMS[key].module, name=name, points=float(PROBLEMS[key].points),
+                status=status, message=message, **extra)
+
+
 def _over_budget(files: list[Path]) -> dict:
     """The outcomes of a judge session stopped at the budget wall: each of its problems failed, 0 points."""
-    keys = [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
-    return {"outcomes": [dict(problem=key, module=PROBLEMS[key].module, name="(whole problem)",
-                              points=float(PROBLEMS[key].points), status="failed", message=BUDGET_MESSAGE,
-                              nodeid=f"{key}::budget") for key in keys]}
+    return {"outcomes": [_whole_problem(key, "(whole problem)", "failed", BUDGET_MESSAGE, nodeid=f"{key}::budget")
+                         for key in _problems_of(files)]}
 
 
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options: dict) -> list[dict]:
@@ -120,12 +129,11 @@ def _session_report(exit_code: int, files: list[Path], outcomes: Path, log: Path
     how = f"killed by signal {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exit status {exit_code}"
     tail = " | ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:] if line.strip())
     reason = f"a judge session ended abnormally ({how}){': ' + tail[-300:] if tail else ''}"
-    problems = sorted({f"P{SUITE_FILE.search(f.name).group(1)}" for f in files}, key=lambda key: int(key[1:]))
+    problems = _problems_of(files)
     tests = [{**o, "status": "error", "message": NOT_JUDGED} for o in (data.get("outcomes") or [])
              if isinstance(o, dict)] if isinstance(data, dict) else []
     judged = {t["problem"] for t in tests}
-    tests += [{"problem": key, "module": PROBLEMS[key].module, "name": f"{PROBLEMS[key].title} (not graded)",
-               "points": float(PROBLEMS[key].points), "status": "error", "message": NOT_JUDGED}
+    tests += [_whole_problem(key, f"{PROBLEMS[key].title} (not graded)", "error", NOT_JUDGED)
               for key in problems if key not in judged]
     return {"outcomes": tests, "isolation": data.get("isolation", {}) if isinstance(data, dict) else {},
             "import_error": "", "failed": f"grading of {', '.join(problems)} failed, regrade: {reason}"}
