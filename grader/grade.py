@@ -18,9 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .plugin import NOT_JUDGED
 from .problems import PROBLEMS
-from .results import GradingResult, TestResult, write_atomic, write_json_atomic
+from .results import NOT_JUDGED, GradingResult, TestResult, write_atomic, write_json_atomic
 from .submission import SubmissionError, stage
 
 HIDDEN = Path(__file__).resolve().parent / "hidden"

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from . import session
+from .results import NOT_JUDGED
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
-NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"
 SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
 

@@ -27,6 +27,7 @@ STATUSES = ("passed", "failed", "not_run", "error")  # error: the grader failed 
 NOT_RUN_MODES = ("exclude", "zero")
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 FAILED_ENTRY = "Autograder failed"
+NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"  # until the judge sees it
 ERROR_OUTPUT = "grading failed, regrade: the grader could not judge this test; your instructor has the details."
 SCHEMA = Path(__file__).resolve().parent / "results.schema.json"
 FILE_MODE = 0o640  # results and gradebooks: the owner writes, the course group reads

@@ -145,3 +145,13 @@ def test_cli_defaults_are_the_python_defaults():
     args = build_parser().parse_args(["gradescope-bundle", "x.zip"])
     for name, default in bundle.main.__kwdefaults__.items():
         assert getattr(args, name) == default, name
+
+
+def test_the_orchestrating_process_never_imports_torch(tmp_path):
+    """Only the judge and the worker load torch (about 200 MB each): in a 768 MB container a third
+    copy in ``grader grade`` itself is what used to get the judge killed."""
+    script = ("import sys; from grader.cli import main; "
+              f"status = main(['grade', 'solutions', '--problems', 'P3', '--out', {str(tmp_path / 'r.json')!r}]); "
+              "print(status, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=KIT, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stdout[-2000:] + done.stderr[-2000:]
