@@ -23,7 +23,7 @@ _names = itertools.count()
 
 
 def _mounts() -> dict[str, tuple[Path, str]]:
-    """controller ("memory", "pids", or "" for v2) -> (mount point, the mount's own root)."""
+    """controller ("memory", "pids", "cpu", or "" for v2) -> (mount point, the mount's own root)."""
     found: dict[str, tuple[Path, str]] = {}
     with open("/proc/self/mountinfo") as handle:
         for line in handle:
@@ -32,7 +32,7 @@ def _mounts() -> dict[str, tuple[Path, str]]:
             if fstype == "cgroup2":
                 found.setdefault("", (Path(fields[4]), fields[3]))
             elif fstype == "cgroup":
-                for controller in ("memory", "pids"):
+                for controller in ("memory", "pids", "cpu"):
                     if controller in options:
                         found.setdefault(controller, (Path(fields[4]), fields[3]))
     return found
@@ -49,6 +49,11 @@ def _own_folder(controller: str, mounts: dict[str, tuple[Path, str]]) -> Path | 
             relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
             return (point / relative).resolve()
     return None
+
+
+def own_folder(controller: str) -> Path | None:
+    """This process's cgroup folder for a v1 ``controller`` (or v2's, for ""), if the host mounts it."""
+    return _own_folder(controller, _mounts())
 
 
 def _write(folder: Path, name: str, value: str) -> None:

@@ -1,8 +1,9 @@
 """What may be mutated in a reference module, and a mutant's identity that survives unrelated edits.
 
 Only code between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` is student work; inside it,
-string literals (docstrings, error messages, f-strings and their fields) are text, not
-behaviour the hidden suites grade, so no mutation may touch them.
+string literals (docstrings, error messages, f-strings and their fields) are text, and type
+annotations are never evaluated (every reference module starts with ``from __future__ import
+annotations``): neither is behaviour the hidden suites grade, so no mutation may touch them.
 """
 
 from __future__ import annotations
@@ -42,19 +43,23 @@ def solution_lines(source: str) -> set[int]:
     return lines
 
 
-def string_spans(source: str) -> list[tuple[Position, Position]]:
-    """Where string literals and f-strings lie, in character columns."""
+def inert_spans(source: str) -> list[tuple[Position, Position]]:
+    """Where string literals, f-strings and annotations lie, in character columns."""
     lines = source.splitlines()
 
     def column(line: int, byte_offset: int) -> int:  # ast counts UTF-8 bytes, the engine characters
         return len(lines[line - 1].encode()[:byte_offset].decode(errors="ignore"))
 
-    spans = []
+    inert: list[ast.AST] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-            spans.append(((node.lineno, column(node.lineno, node.col_offset)),
-                          (node.end_lineno, column(node.end_lineno, node.end_col_offset))))
-    return spans
+            inert.append(node)
+        elif isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation is not None:
+            inert.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            inert.append(node.returns)
+    return [((node.lineno, column(node.lineno, node.col_offset)),
+             (node.end_lineno, column(node.end_lineno, node.end_col_offset))) for node in inert]
 
 
 class Eligibility:
@@ -62,12 +67,12 @@ class Eligibility:
 
     def __init__(self, source: str):
         self._lines = solution_lines(source)
-        self._strings = string_spans(source)
+        self._inert = inert_spans(source)
 
     def __call__(self, start: Position, end: Position) -> bool:
         if not all(line in self._lines for line in range(start[0], end[0] + 1)):
             return False
-        return not any(low <= start and end <= high for low, high in self._strings)
+        return not any(low <= start and end <= high for low, high in self._inert)
 
 
 def identities(module: str, source: str, mutations: list[tuple[str, Position]]) -> list[Identity]:

@@ -23,16 +23,26 @@ SOURCE = '''def f(x):
     return x * 2 + 1
     # END SOLUTION
 y = 3 * 4
+# BEGIN SOLUTION
+def g(a: int | None) -> list[int] | None:
+    n: int | str = a or 0
+    return [n | 1]
+# END SOLUTION
 '''
 
 
-def test_only_solution_code_outside_strings_is_in_scope():
+def test_only_solution_code_outside_strings_and_annotations_is_in_scope():
     eligible = Eligibility(SOURCE)
     assert eligible((4, 9), (4, 10))  # the comparison
     assert eligible((6, 13), (6, 14))  # the multiplication
     assert not eligible((5, 34), (5, 35))  # inside the error message's f-string
     assert not eligible((2, 12), (2, 13))  # the docstring
     assert not eligible((8, 6), (8, 7))  # after END SOLUTION
+    assert not eligible((10, 13), (10, 14))  # an argument's annotation
+    assert not eligible((10, 34), (10, 35))  # the return annotation
+    assert not eligible((11, 11), (11, 12))  # a variable's annotation
+    assert eligible((11, 21), (11, 23))  # ... but not its value
+    assert eligible((12, 14), (12, 15))
 
 
 def test_identities_name_the_line_and_count_equal_ones():
