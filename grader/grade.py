@@ -58,7 +58,8 @@ def _judge_command(files: list[Path], package: Path, outcomes: Path, options: di
                "--hypothesis-seed", str(options["seed"])]
     for path in options["masks"]:
         command += ["--mask", str(path)]
-    return command + (["--in-process"] if options["in_process"] else [])
+    return command + (["--in-process"] if options["in_process"] else []) + (
+        ["--first-failure"] if options["first_failure"] else [])
 
 
 def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
@@ -156,8 +157,11 @@ def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
 def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int = 0, in_process: bool = False,
           budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
           problems: list[str] | None = None, profile: str = "grading", masks: tuple[Path, ...] = (),
-          hidden: Path = HIDDEN, started: float | None = None) -> GradingResult:
+          hidden: Path = HIDDEN, started: float | None = None, first_failure: bool = False) -> GradingResult:
     """Grade one submission within ``budget_seconds`` of ``started`` (default: now), start-up included.
+
+    ``first_failure`` stops each judge at its first failed test (the rest are "not run"): for
+    mutation verdicts, which only ask whether anything failed.
 
     Raises SubmissionError when the submission cannot be read, GradingError on bad options.
     """
@@ -174,7 +178,7 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
     try:
         package = stage(submission, workdir / "staged")
         options = dict(gpu=gpu, seed=seed, in_process=in_process, deadline=started + budget_seconds - REPORT_SECONDS,
-                       call_seconds=call_seconds, memory_mb=memory_mb, profile=profile,
+                       call_seconds=call_seconds, memory_mb=memory_mb, profile=profile, first_failure=first_failure,
                        masks=[*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir])
         reports = _run_judges(_split(files, jobs), package, workdir, options)
     finally:

@@ -25,6 +25,7 @@ from . import session
 from .results import NOT_JUDGED
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
+STOPPED = "not run: grading stopped at the first failed test"
 SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
 
@@ -54,11 +55,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--memory-mb", type=int, default=4096, help="worker memory cap (resident)")
     group.addoption("--outcomes", help="write outcomes (JSON) here")
     group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
+    group.addoption("--first-failure", action="store_true",
+                    help="stop at the first failed test; the rest are not run (mutation verdicts)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): points this hidden test is worth")
     config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
+    if config.getoption("--first-failure"):
+        config.option.maxfail = 1
     if config.getoption("--submission"):
         config.pluginmanager.register(Recorder(config), "grader-recorder")
 
@@ -165,7 +170,12 @@ class Recorder:
         path = self.config.getoption("--outcomes")
         if path:
             complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-            data = {"complete": complete and not session.shouldstop and not session.shouldfail,
+            stopped = bool(session.shouldfail) and self.config.getoption("--first-failure")
+            if stopped:  # judged: a test failed, and those after it were deliberately not run
+                for outcome in self.outcomes.values():
+                    if outcome.status == "error" and outcome.message == NOT_JUDGED:
+                        outcome.status, outcome.message = "not_run", STOPPED
+            data = {"complete": complete and not session.shouldstop and (stopped or not session.shouldfail),
                     "exitstatus": int(exitstatus), "outcomes": [asdict(o) for o in self.outcomes.values()],
                     "isolation": getattr(self, "isolation", {}), "gpu_used": self.use_gpu,
                     "import_error": getattr(self, "import_error", ""),

@@ -27,6 +27,8 @@ from pathlib import Path
 from grader.containment import cgroup as cgroups
 
 PERIOD_US = 100_000
+READ_ONLY_CGROUPS = ('for d in $(findmnt -rn -o TARGET | grep "^/sys/fs/cgroup"); do mount -o remount,ro,bind "$d"; done; '
+                     'exec "$@"')
 
 
 def _cpu_quota(cpus: float, name: str) -> Path | None:
@@ -45,6 +47,13 @@ def _join(group: cgroups.Cgroup, cpu: Path | None) -> None:
     group.place({os.getpid()})
     if cpu is not None:
         (cpu / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _interpreter(root: Path) -> str:
+    """The autograder's Python and torch versions, as setup.sh installed them."""
+    probe = "import sys, torch; print('Python', sys.version.split()[0], 'torch', torch.__version__)"
+    done = subprocess.run([str(root / "venv" / "bin" / "python"), "-c", probe], capture_output=True, text=True)
+    return done.stdout.strip() or "interpreter unknown"
 
 
 def _peak_bytes(group: cgroups.Cgroup) -> int:
@@ -67,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=768, help="the container's memory (Gradescope's default)")
     parser.add_argument("--cpus", type=float, default=0.5, help="the container's CPU share (Gradescope's default)")
     parser.add_argument("--timeout-seconds", type=float, default=600, help="Gradescope's default timeout")
+    parser.add_argument("--read-only-cgroups", action="store_true",
+                        help="as in a Docker container: the grader cannot make a cgroup for its worker (watchdog only)")
     args = parser.parse_args(argv)
     if not (args.root / "run_autograder").is_file() or not args.submission.is_dir():
         parser.error("--root needs ROOT/run_autograder (an installed bundle) and --submission a folder")
@@ -80,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "AUTOGRADER_ROOT": str(args.root), "KIT_RESULTS": str(results)}
     started = time.monotonic()
     try:
-        process = subprocess.Popen(["bash", str(args.root / "run_autograder")], env=env, stdout=subprocess.DEVNULL,
+        command = ["bash", str(args.root / "run_autograder")]
+        if args.read_only_cgroups:
+            command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", READ_ONLY_CGROUPS, "sh", *command]
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True, start_new_session=True,
                                    preexec_fn=lambda: _join(group, cpu))  # before anything runs: all of it counts
         anonymous = 0
@@ -101,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu.rmdir()
     data = json.loads(results.read_text()) if results.is_file() else {}
     print(f"memory limit {args.memory_mb} MiB, {args.cpus:g} CPU ({'quota set' if cpu else 'no cpu controller'}), "
-          f"Python {sys.version.split()[0]} (this script's)")
+          f"{_interpreter(args.root)}, "
+          f"{'no cgroup for the worker (read-only)' if args.read_only_cgroups else 'cgroups writable'}")
     print(f"run_autograder: {outcome} after {wall:.0f} s; peak memory of the tree {peak / 2**20:,.0f} MiB "
           f"(page cache included), of which anonymous {anonymous / 2**20:,.0f} MiB at most; killed for memory: {'yes' if oom else 'no'}")
     print(f"results.json: score {data.get('score')}, {len(data.get('tests', []))} entries, "

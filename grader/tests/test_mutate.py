@@ -11,6 +11,7 @@ pytest.importorskip("cosmic_ray", reason="cosmic-ray comes with the dev extra")
 
 from grader import mutants  # noqa: E402
 from grader.grade import grade  # noqa: E402
+from grader.plugin import STOPPED  # noqa: E402
 from grader.mutate import equivalent, mutate  # noqa: E402
 from grader.mutate.regions import Eligibility, Identity, identities  # noqa: E402
 from grader.mutate.verdict import KILLED, SURVIVED, verdict  # noqa: E402
@@ -70,6 +71,19 @@ def test_verdict_kills_a_mutant_that_loses_points_and_spares_the_reference():
         status, line = verdict(str(package.parent), "P4", reference)
     assert status == KILLED, line
     assert verdict("solutions", "P4", reference)[0] == SURVIVED
+
+
+def test_first_failure_stops_the_judge_and_judges_the_rest_not_run():
+    """What a verdict grades with: the tests after the first failure are "not run", and the grade
+    is complete (not a judge that stopped abnormally, which would fail closed)."""
+    mutant = next(m for m in mutants.load() if m.problem == "P1")
+    with tempfile.TemporaryDirectory() as tmp:
+        package = mutants.materialize(mutant, Path(tmp))
+        result = grade(package.parent, problems=["P1"], profile="verdict", first_failure=True)
+    statuses = [t.status for t in result.tests]
+    first = statuses.index("failed")
+    assert not result.error and set(statuses[:first]) == {"passed"} and statuses[first + 1:]
+    assert {(t.status, t.message) for t in result.tests[first + 1:]} == {("not_run", STOPPED)}
 
 
 @pytest.mark.parametrize("problems, sample", [(["P1", "P2", "P3", "P4"], 5), (["P5", "P6", "P7", "P8"], 2)])
