@@ -169,8 +169,12 @@ def test_training_days(sub, params, tokens, gpus, peak, mfu):
 @given(bad=st.one_of(st.sampled_from([0.0, -0.0, -0.5, 1.0 + 2**-52, 1.5, 2.0, math.nan, math.inf]),
                      st.floats(1.0, 100.0, exclude_min=True), st.floats(-100.0, 0.0)))
 def test_training_days_rejects_mfu_outside_zero_one(sub, bad):
-    """training_days raises ValueError for an mfu outside (0, 1], and accepts mfu = 1"""
+    """training_days raises ValueError for a bad mfu (outside (0, 1], a str), 0 GPUs or a peak not finite and > 0; mfu = 1 is allowed"""
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, bad)
+    sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, "0.5")
+    sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 0, H100_BF16_PEAK, 0.5)
+    for peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan):
+        sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, peak, 0.5)
     want = 6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK) / SECONDS_PER_DAY
     assert_close(sub.call("flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, 1.0), want,
                  f"flops.training_days(70e9, 15e12, 1024, {H100_BF16_PEAK!r}, 1.0)", unit=" days (mfu = 1 is allowed)")
