@@ -11,8 +11,8 @@ from typing import Any
 from ..problems import PROBLEMS, TOTAL_POINTS
 from ..results import GradingResult, TestResult, kit_data, regrade_reason
 
-COLUMNS = ("student", "total", *PROBLEMS, "provisional", "status", "graded_at", "notes")
-MAX_ROW = ["max points", str(TOTAL_POINTS), *(str(p.points) for p in PROBLEMS.values()), "", "max", "", ""]
+COLUMNS = ("student", "total", *PROBLEMS, "provisional", "status", "graded_at", "isolation", "notes")
+MAX_ROW = ["max points", str(TOTAL_POINTS), *(str(p.points) for p in PROBLEMS.values()), "", "max", "", "", ""]
 NO_RESULT = "listed by its batch, no result (interrupted? re-run the batch)"
 NO_SUBMISSION = "in the roster, no submission"
 NOT_IN_ROSTER = "not in the roster"
@@ -41,6 +41,7 @@ class Record:
     notes: tuple[str, ...] = ()
     tests: tuple[TestResult, ...] = ()
     source: str = ""
+    isolation: str = ""  # the containment the worker actually got, e.g. "bubblewrap + seccomp + cgroup v1"
 
     @classmethod
     def missing(cls, student: str, reason: str) -> Record:
@@ -50,7 +51,8 @@ class Record:
     def row(self) -> list[str]:
         notes = "; ".join(" ".join(note.split())[:300] for note in (self.reason, *self.notes) if note)
         return [self.student, number(self.total), *map(number, self.problems),
-                "" if self.status == "missing" else str(self.provisional).lower(), self.status, self.graded_at, notes]
+                "" if self.status == "missing" else str(self.provisional).lower(), self.status, self.graded_at, self.isolation,
+                notes]
 
     def identity(self) -> tuple:
         """What two records of one student must share to be the same grade (not when or where it was written)."""
@@ -92,7 +94,8 @@ def read_record(path: Path) -> Record:
         student=student_of(path, data), status="graded" if graded else "error", total=result.score if graded else 0.0,
         problems=tuple(p.score if graded and p.total else None for p in result.problems().values()),
         provisional=result.provisional, graded_at=batch.get("graded_at", ""),
-        content_hash=batch.get("content_hash", ""), reason=reason, tests=result.tests, source=str(path.resolve()))
+        content_hash=batch.get("content_hash", ""), reason=reason, tests=result.tests, source=str(path.resolve()),
+        isolation=result.isolation.get("mechanism", ""))
 
 
 def merge(records: list[Record]) -> list[Record]:

@@ -51,7 +51,8 @@ def table(path: Path) -> list[dict[str, str]]:
 
 
 def test_rows_are_exact_and_sorted(tmp_path):
-    write(tmp_path / "run", "zoe", GradingResult(tests=outcomes(p3=("passed", "failed"))))
+    write(tmp_path / "run", "zoe", GradingResult(tests=outcomes(p3=("passed", "failed")),
+                                                 isolation={"mechanism": "bubblewrap + seccomp + cgroup v2"}))
     write(tmp_path / "run", "adam", GradingResult(tests=(Outcome("P2", "strides", "a", 11.5, "passed"),
                                                          Outcome("P2", "strides", "b", 2.5, "failed"))))
     write(tmp_path / "run", "mia", GradingResult.failed("mia.zip", "not a readable zip file"))
@@ -69,6 +70,7 @@ def test_rows_are_exact_and_sorted(tmp_path):
     assert rows[2]["provisional"] == "true" and rows[2]["graded_at"] == "2026-01-01T10:00:00+00:00"
     assert rows[1]["status"] == "error" and rows[1]["total"] == "0" and all(rows[1][k] == "" for k in PROBLEMS)
     assert rows[1]["notes"] == "not a readable zip file" and rows[0]["notes"] == rows[2]["notes"] == ""
+    assert rows[2]["isolation"] == "bubblewrap + seccomp + cgroup v2" and rows[0]["isolation"] == ""
 
 
 def test_merge_is_order_independent(tmp_path):
