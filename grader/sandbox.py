@@ -281,7 +281,8 @@ class Worker:
                   "processes": self.limits.processes, "namespaces": self.limits.namespaces, "reachable": reachable,
                   "bubblewrap": wrapped,
                   "syscall_filter": f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
-                  "syscalls": syscalls.describe(program is not None)}
+                  "syscalls": syscalls.describe(program is not None),
+                  "syscall_numbers": syscalls.numbers(syscalls.BY_NUMBER)}
         command = [sys.executable, "-I", "-c", BOOT]
         if wrapped:
             command = bubblewrap.command(config, seccomp_fd=seccomp_fd) + command

@@ -23,6 +23,7 @@ DENIED = ("unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroo
 NAMESPACE_FLAGS = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
                    "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
                    "CLONE_NEWNET": 0x40000000}
+BY_NUMBER = ("pivot_root", "capset", "mount_setattr")  # what the hand-written confinement calls through syscall(2)
 SUMMARY = ("seccomp deny-list: namespaces, mounts, ptrace, bpf, keys, perf events, kernel modules, kexec, reboot, "
            "userfaultfd, io_uring")
 
@@ -55,6 +56,23 @@ def deny_filter() -> bytes | None:
         rules.export_bpf(stream)
         stream.seek(0)
         return stream.read()
+
+
+def numbers(names: tuple[str, ...]) -> dict[str, int]:
+    """This architecture's numbers of ``names``, as libseccomp knows them ({} without it); a call it
+    does not know is left out. For the hand-written confinement, which calls them through syscall(2)."""
+    seccomp = _bindings()
+    if seccomp is None:
+        return {}
+    found = {}
+    for name in names:
+        try:
+            number = seccomp.resolve_syscall(seccomp.Arch.NATIVE, name)
+        except (OSError, ValueError):
+            continue
+        if number >= 0:
+            found[name] = number
+    return found
 
 
 def describe(available: bool) -> str:

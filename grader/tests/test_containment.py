@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from grader.containment import cgroup as cgroups
-from grader.containment import uids
+from grader.containment import syscalls, uids
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="containment is Linux's")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="uids are dedicated to workers only by root")
@@ -58,3 +58,11 @@ def test_the_host_level_names_its_mechanism():
     found = level.host()
     assert found.mechanism.split(" + ")[0] in ("bubblewrap", "hand-written namespaces", "rlimits only")
     assert found.strong == (not found.lacks)
+
+
+def test_calls_made_by_number_are_resolved_by_libseccomp_not_a_table():
+    if syscalls.deny_filter() is None:
+        pytest.skip("libseccomp is not available here")
+    found = syscalls.numbers((*syscalls.BY_NUMBER, "no_such_call"))
+    assert set(found) == set(syscalls.BY_NUMBER) and len(set(found.values())) == len(found)
+    assert all(number > 0 for number in found.values())
