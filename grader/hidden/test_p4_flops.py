@@ -173,7 +173,7 @@ def test_training_days_rejects_mfu_outside_zero_one(sub, bad):
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, bad)
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, "0.5")
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 0, H100_BF16_PEAK, 0.5)
-    for peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan):
+    for peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan, "1e15"):
         sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, peak, 0.5)
     want = 6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK) / SECONDS_PER_DAY
     assert_close(sub.call("flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, 1.0), want,
