@@ -38,11 +38,12 @@ class SGD(torch.optim.Optimizer):
 
     the same trajectory as ``torch.optim.SGD(params, lr, momentum, weight_decay=...)``
     (dampening 0, no Nesterov). Parameters whose ``.grad`` is None are skipped (their momentum
-    buffer is left as it is). Each param group may set its own ``lr``, ``momentum`` and
+    buffer is left as it is). With momentum 0 no buffer is created (plain SGD keeps no state). Each param group may set its own ``lr``, ``momentum`` and
     ``weight_decay``; the arguments here are the defaults for groups that do not.
 
     Raises:
-        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay``.
+        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay`` (a param group's own values
+            are not checked, as in torch.optim, and must not be negative either).
     """
 
     def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
@@ -76,7 +77,8 @@ class AdaGrad(torch.optim.Optimizer):
     its own ``lr``, ``eps`` and ``weight_decay``.
 
     Raises:
-        ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay``.
+        ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay``
+            (a param group's own values are not checked, as in torch.optim, and must not be negative).
     """
 
     def __init__(self, params: Params, lr: float = 1e-2, eps: float = 1e-10, initial_accumulator_value: float = 0.0,

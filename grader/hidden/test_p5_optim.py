@@ -32,7 +32,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from grader.drivers import optim as drive
@@ -98,6 +98,8 @@ def with_momentum(kind: str, hyper: dict, at_least: float) -> dict:
 
 @pytest.mark.points(2)
 @given(shape_list=shapes(), hyper=sgd_hyperparameters(), seed=st.integers(0, 2**31 - 1))
+@example(shape_list=[(3,), (2, 2)], hyper={"lr": 0.05, "momentum": 1.0, "weight_decay": 1.0}, seed=1)
+@example(shape_list=[(3,), (2, 2)], hyper={"lr": 0.05, "momentum": 0.5, "weight_decay": 1.0}, seed=2)
 def test_sgd_trajectory_matches_torch(sub, shape_list, hyper, seed):
     """SGD follows torch.optim.SGD's trajectory for any lr, momentum and weight decay."""
     scenario = Scenario(shapes=shape_list, hyper=hyper, steps=15, seed=seed)
@@ -106,6 +108,8 @@ def test_sgd_trajectory_matches_torch(sub, shape_list, hyper, seed):
 
 @pytest.mark.points(2)
 @given(shape_list=shapes(), hyper=adagrad_hyperparameters(), seed=st.integers(0, 2**31 - 1))
+@example(shape_list=[(3,), (2, 2)], hyper={"lr": 0.1, "eps": 1e-10, "initial_accumulator_value": 0.0,
+                                           "weight_decay": 1.0}, seed=3)
 def test_adagrad_trajectory_matches_torch(sub, shape_list, hyper, seed):
     """AdaGrad follows torch.optim.Adagrad's trajectory for any lr, eps, initial accumulator and weight decay."""
     scenario = Scenario(shapes=shape_list, hyper=hyper, steps=15, seed=seed)
@@ -226,13 +230,18 @@ def test_step_calls_the_closure_and_returns_its_loss(sub, case, seed):
 @settings(max_examples=10)
 @given(case=kinds_and_hyperparameters(), seed=st.integers(0, 2**31 - 1))
 def test_state_keys_hold_torchs_values(sub, case, seed):
-    """state[p] holds 'momentum_buffer' (SGD, momentum > 0) or 'sum' (AdaGrad), equal to torch.optim's."""
+    """state[p] holds 'momentum_buffer' (SGD, momentum > 0; no tensor at momentum 0) or 'sum' (AdaGrad), as torch.optim's."""
     kind, hyper = case
-    hyper = with_momentum(kind, hyper, 0.3)
     key = "momentum_buffer" if kind == "SGD" else "sum"
-    scenario = Scenario(shapes=[(3,), (2, 2)], hyper=hyper, steps=3, seed=seed)
+    scenario = Scenario(shapes=[(3,), (2, 2)], hyper=with_momentum(kind, hyper, 0.3), steps=3, seed=seed)
     got, want = drive.run(Worker(sub), kind, scenario), drive.run(ORACLE, kind, scenario)
     assert_state_matches(got, want, kind, key, f"optim.{scenario.describe(kind)}: after 3 steps")
+    if kind == "SGD":  # plain SGD costs no optimizer memory, as torch.optim.SGD
+        plain = Scenario(shapes=[(3,), (2, 2)], hyper={**hyper, "momentum": 0.0}, steps=2, seed=seed)
+        for index, entry in enumerate(drive.state_of(drive.run(Worker(sub), kind, plain))):
+            held = [k for k, v in entry.items() if isinstance(v, torch.Tensor)] if type(entry) is dict else entry
+            assert not held, (f"optim.{plain.describe(kind)}: after 2 steps optimizer.state[p{index}] holds "
+                              f"{held!r}, expected no tensor (torch.optim.SGD keeps no state at momentum 0)")
 
 
 # --- state dicts ----------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def close(got: float, want: float, rtol: float = RTOL) -> bool:
 
 
 def describe(precision: str, scaler: dict | None, max_grad_norm: float | None, extra: str = "") -> str:
-    scaler_text = "None" if scaler is None else f"GradScaler('cpu', init_scale={scaler['init_scale']})"
+    scaler_text = "None" if scaler is None else f"GradScaler('cpu', {', '.join(f'{k}={v!r}' for k, v in scaler.items())})"
     return (f"{STEP}(model, (x, y), mse_loss, SGD, scaler={scaler_text}, precision={precision!r}, "
             f"max_grad_norm={max_grad_norm}){extra}")
 
@@ -147,11 +147,11 @@ def run_steps(sub, state, x, y, precision="fp32", scaler=None, max_grad_norm=Non
     return trainer, results, scales
 
 
-def oracle_scale(init_scale: float, found_inf: list[bool]) -> float:
+def oracle_scale(init_scale: float, found_inf: list[bool], growth_interval: int = 2000) -> float:
     """A local CPU GradScaler's scale after steps whose gradients are (or are not) inf."""
     weight = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([weight], lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
     for inf in found_inf:
         scaler.scale(weight.sum() * (math.inf if inf else 1.0)).backward()
         scaler.step(optimizer)
@@ -249,7 +249,7 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
 @given(setup=setups(), poison=st.sampled_from(["inf", "nan"]), k=st.integers(1, 24),
        precision=st.sampled_from(["fp32", "bf16", "fp16"]), max_grad_norm=st.none() | st.just(1.0))
 def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, max_grad_norm):
-    """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; the next step is normal"""
+    """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
     scaler = {"init_scale": 2.0**k}
@@ -282,6 +282,16 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     assert diff <= (ATOL_PARAMS if precision == "fp32" else RTOL_16 * moved + ATOL_PARAMS), (
         f"{call}, then a normal step: the parameters are {diff:.3g} away from one SGD step on that batch "
         f"(which moves them by up to {moved:.3g})")
+
+    # A good step after which update() grows the scale (growth_interval=1) was not skipped either.
+    scaler = {"init_scale": 2.0**k, "growth_interval": 1}
+    call = describe(precision, scaler, max_grad_norm, "")
+    _, results, scales = run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[None])
+    result = check_result(results[0], call)
+    want_scale = oracle_scale(2.0**k, [False], growth_interval=1)
+    assert result["skipped"] is False and scales[0] == want_scale, (
+        f"{call}: skipped {result['skipped']!r}, scale {scales[0]!r}, expected skipped False and the scale grown "
+        f"to {want_scale!r} (skipped means the optimizer did not step, not that the scale changed)")
 
 
 @pytest.mark.points(1)

@@ -121,8 +121,10 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
     script = (f"import sys; from grader.batch import main; "
               f"sys.exit(main({str(folder)!r}, out={str(out)!r}, jobs=2, gpu='off', grade_command={FAKE_GRADE!r}))")
     env = {**os.environ, "FAKE_GRADE_SECONDS": "1.5", "PYTHONPATH": str(KIT)}
+    # A background job of a shell ignores SIGINT and its children inherit that: restore it, as a terminal has it.
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=KIT, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while len(list((out / "results").glob("*.json"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
