@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -64,7 +64,8 @@ def bad_tokens(draw):
     where = draw(st.integers(0, len(good)))
     case = draw(st.sampled_from(["whole float", "float", "bool", "too large", "too small", "empty list",
                                  "empty ndarray", "empty tensor", "float ndarray", "float tensor", "bool ndarray",
-                                 "bool tensor", "ndarray out of range", "tensor out of range"]))
+                                 "bool tensor", "ndarray out of range", "tensor out of range", "2-D ndarray",
+                                 "0-D ndarray"]))
     low = int(info.min) - draw(st.integers(1, 2**20))
     high = int(info.max) + draw(st.integers(1, 2**20))
     if case == "whole float":
@@ -91,6 +92,10 @@ def bad_tokens(draw):
         tokens = np.array([True, False] + [bool(v % 2) for v in good])
     elif case == "bool tensor":
         tokens = torch.tensor([True, False] + [bool(v % 2) for v in good])
+    elif case == "2-D ndarray":
+        tokens = np.array([good + [1], good + [2]], dtype=np.int64)
+    elif case == "0-D ndarray":
+        tokens = np.array(draw(st.integers(0, 100)), dtype=np.int64)
     elif case == "ndarray out of range":
         tokens = np.array(good[:where] + [draw(st.sampled_from([low, high]))] + good[where:], dtype=np.int64)
     else:
@@ -120,7 +125,9 @@ def refused(raised: Raised | None) -> bool:
 
 def short(tokens) -> str:
     if isinstance(tokens, (np.ndarray, torch.Tensor)):
-        return f"{type(tokens).__name__} of {tokens.dtype} {tokens.tolist()[:8]}{'...' if len(tokens) > 8 else ''}"
+        flat = tokens.reshape(-1).tolist()
+        return (f"{type(tokens).__name__} of {tokens.dtype}, shape {tuple(tokens.shape)}, {flat[:8]}"
+                f"{'...' if len(flat) > 8 else ''}")
     return repr(tokens[:8])[:-1] + (", ...]" if len(tokens) > 8 else "]")
 
 
@@ -179,8 +186,12 @@ def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
 
 @pytest.mark.points(2)
 @given(case=bad_tokens(), existing=st.sampled_from([None, b"previous tokens"]))
+@example(case=(np.uint16, np.array(7, dtype=np.int64), "0-D ndarray"), existing=None)
+@example(case=(np.uint16, np.array([[1, 2], [3, 4]], dtype=np.int64), "2-D ndarray"), existing=None)
+@example(case=(np.uint16, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "bfloat16 tensor"), existing=None)
+@example(case=(np.uint16, [3, True, 5], "bool"), existing=b"previous tokens")
 def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing):
-    """Float, bool, out-of-range or no tokens raise ValueError; no file is left behind, an existing one is unchanged."""
+    """Float, bool, out-of-range, no tokens or not 1-D raise ValueError; no file is left behind, an existing one is unchanged."""
     dtype, tokens, why = case
     raised, files = driver.save(sub, tokens, dtype, existing=existing)
     call = f"data.save_tokens({short(tokens)}, path, dtype=np.{np.dtype(dtype).name}) [{why}]"
@@ -219,7 +230,7 @@ def test_save_tokens_is_atomic(sub, limit, count):
 @pytest.mark.points(1)
 @given(dtype=token_dtypes(), data=st.data(), default_dtype=st.booleans())
 def test_load_tokens(sub, dtype, data, default_dtype):
-    """load_tokens returns a read-only np.memmap of the file's values; an empty or ragged file raises ValueError."""
+    """load_tokens returns a read-only np.memmap of the file's values; an empty or ragged file, or a bad dtype, raises ValueError."""
     dtype = np.dtype(dtype)
     use_default = default_dtype and dtype == np.uint16
     spelled = "" if use_default else f", dtype=np.{dtype.name}"
@@ -242,6 +253,8 @@ def test_load_tokens(sub, dtype, data, default_dtype):
             f"({len(ragged)} is not a multiple of {dtype.itemsize})")
     raised = driver.load(sub, b"", None if use_default else dtype).raised
     assert refused(raised), f"data.load_tokens(an empty file{spelled}) {raised_text(raised)}, expected ValueError"
+    with driver.Folder(sub) as folder:  # np.dtype raises TypeError for it: the contract says ValueError
+        sub.raises(ValueError, "data.load_tokens", folder.write("tokens.bin", content), dtype="not a dtype")
 
 
 # --- get_batch ----------------------------------------------------------------------------------
@@ -331,6 +344,9 @@ def test_global_numpy_rng_without_generator(sub, seed):
         f"np.random.seed({seed}); {what} twice (torch's RNG reseeded differently in between) gave different batches: "
         "with generator=None draw from numpy's global RNG (np.random.randint / np.random.choice)")
     assert not torch.equal(a[0], c[0]), f"{what} gave the same batch after np.random.seed({seed}) and ({seed + 1})"
+    minimal = np.arange(33, dtype=np.uint32)  # one window of 32 plus its next token: every start is 0
+    (only,) = driver.global_batches(sub, minimal, 16, 32, [seed])
+    check_windows(minimal, only.value, 16, 32, "data.get_batch(33 tokens, 16, 32, 'cpu')")
 
 
 @pytest.mark.points(1)
