@@ -7,8 +7,10 @@ frames. Each must fail only its own call, leave nothing behind, and the next cal
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -418,3 +420,22 @@ def test_a_module_that_ends_the_worker_at_import_is_not_imported_again(tmp_path)
         assert wire.decode(answer["value"]) == 1  # the other modules are graded as usual
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("confinement", ["", "namespaces"], ids=["default", "hand-written"])
+def test_a_virtual_environment_reached_through_a_link_runs_the_worker(tmp_path, confinement):
+    """The interpreter runs from the link's path (pyvenv.cfg beside it) while its files resolve
+    elsewhere: the worker must see both, in every mode."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("not running in a virtual environment")
+    link = KIT / ".kit-out" / f"linked-venv-{os.getpid()}"  # not under /tmp, which the worker gets privately
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(sys.prefix, target_is_directory=True)
+    try:
+        out = tmp_path / "results.json"
+        done = subprocess.run([str(link / "bin" / "python"), "-m", "grader", "grade", "solutions", "--problems", "P3",
+                               "--profile", "ci", "--out", str(out)], cwd=KIT, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "GRADER_CONFINEMENT": confinement})
+        assert done.returncode == 0 and json.loads(out.read_text())["score"] == 12, done.stdout[-1500:]
+    finally:
+        link.unlink()
