@@ -248,8 +248,20 @@ def test_same_storage(sub):
 
 @pytest.mark.points(1)
 def test_rejects_arguments_outside_the_domain(sub):
-    """ValueError for negative sizes, steps below 1, wrong element counts and extra -1s"""
+    """ValueError for negative sizes, steps below 1, wrong element counts, extra -1s and arguments that are not ints"""
     cases = [
+        ("strides.contiguous_strides", ((2, 3.0),)),
+        ("strides.contiguous_strides", ("",)),
+        ("strides.contiguous_strides", (5,)),
+        ("strides.flat_index", ((0, 0), (2, 2), (2, 1), 1.0)),
+        ("strides.transpose", ((2, 3), (3, 1), 0, 1.0)),
+        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, 1.0, None, 1)),
+        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, 3.0, 1)),
+        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, None, 2.0)),
+        ("strides.view_strides", ((4, 4), (4, 1), (16.0,))),
+        ("strides.view_strides", ((4, 4), (4, 1), 16)),
+        ("strides.view_strides", ((4, 4), (4, 1), (-2, -2, 4))),
+        ("strides.same_storage", (torch.zeros(2), [1.0, 2.0])),
         ("strides.contiguous_strides", ((2, -1),)),
         ("strides.is_contiguous", ((2, 3), (3,))),
         ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, None, 0)),
@@ -262,3 +274,4 @@ def test_rejects_arguments_outside_the_domain(sub):
     ]
     for target, args in cases:
         sub.raises(ValueError, target, *args)
+    sub.raises(IndexError, "strides.flat_index", (0, 1.0), (2, 2), (2, 1))  # an index entry that is not an int
