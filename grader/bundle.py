@@ -115,6 +115,6 @@ def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = 
         count = len(bundle.namelist())
     print(f"wrote {path} ({count} files, {path.stat().st_size >> 10} KiB): upload it as the Gradescope "
           f"autograder (Ubuntu 22.04 base image; Gradescope's default {GRADESCOPE_MEMORY_MB} MB and "
-          f"{GRADESCOPE_SECONDS // 60} minutes suffice with these settings, see README); GPU mode {gpu}, hypothesis profile {profile}, {torch}, worker memory {memory_mb} MB, "
-          f"budget {budget_seconds:g} s")
+          f"{GRADESCOPE_SECONDS // 60} minutes suffice with these settings, see README); GPU mode {gpu}, "
+          f"hypothesis profile {profile}, {torch}, worker memory {memory_mb} MB, budget {budget_seconds:g} s")
     return 0

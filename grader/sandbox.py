@@ -206,8 +206,9 @@ def interpreter_paths() -> list[str]:
              os.path.dirname(os.path.realpath(sys.executable))}
     paths |= {str(Path(module.__file__).resolve().parents[1]) for module in (torch, numpy, einops)}
     paths |= {p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(p)}
-    # Both spellings: a virtual environment reached through a symbolic link runs as its unresolved
-    # path (sys.executable, pyvenv.cfg beside it), while its files live under the resolved one.
+    # Both spellings, for both binders (bubblewrap's and the hand-written root): a virtual environment
+    # reached through a symbolic link runs as its unresolved path (sys.executable, pyvenv.cfg beside
+    # it), while its files live under the resolved one.
     return sorted({q for p in paths if os.path.isdir(p) for q in (os.path.abspath(p), os.path.realpath(p))})
 
 

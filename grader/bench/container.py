@@ -4,8 +4,9 @@ Gradescope runs ``/autograder/run_autograder`` in a container whose memory limit
 whole process tree (page cache included) and whose CPU share may be half a core. This runs an
 installed bundle's ``run_autograder`` (``setup.sh`` already done under ``--root``) the same way,
 in a memory cgroup of ``--memory-mb`` (and a CPU quota of ``--cpus`` where the host's cgroups
-have the cpu controller), then prints the cgroup's peak memory (and the peak of what cannot be reclaimed, anonymous memory), whether the kernel killed a
-process for memory, the wall time and the score in results.json::
+have the cpu controller), then prints the cgroup's peak memory (and the peak of what cannot be
+reclaimed, anonymous memory), whether the kernel killed a process for memory, the wall time and
+the score in results.json::
 
     python -m grader.bench.container --root /tmp/gs/autograder --submission solutions
     python -m grader.bench.container --root /tmp/gs/autograder --submission S --memory-mb 1536 --cpus 1
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{_interpreter(args.root)}, "
           f"{'no cgroup for the worker (read-only)' if args.read_only_cgroups else 'cgroups writable'}")
     print(f"run_autograder: {outcome} after {wall:.0f} s; peak memory of the tree {peak / 2**20:,.0f} MiB "
-          f"(page cache included), of which anonymous {anonymous / 2**20:,.0f} MiB at most; killed for memory: {'yes' if oom else 'no'}")
+          f"(page cache included), of which anonymous {anonymous / 2**20:,.0f} MiB at most; "
+          f"killed for memory: {'yes' if oom else 'no'}")
     print(f"results.json: score {data.get('score')}, {len(data.get('tests', []))} entries, "
           f"grader error: {(data.get('extra_data') or {}).get('grader_error') or 'none'}")
     if stderr.strip():

@@ -175,8 +175,7 @@ def _build_root(config: dict) -> str:
     scratch = f"size={config['disk_bytes']},nr_inodes=65536,mode=1777"
     os.makedirs(root + "/tmp")  # before the binds: an interpreter or kit living under /tmp stays visible
     _mount("worker-tmp", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
-    given = config["expose"] + config["readonly"]  # as given and resolved: a venv reached through a link
-    for path in sorted({os.path.abspath(p) for p in given} | {os.path.realpath(p) for p in given}):
+    for path in sorted(set(config["expose"] + config["readonly"])):  # absolute, each in every spelling it is used by
         if path != "/" and os.path.exists(path) and not any(_inside(path, b) for b in bound):
             _bind(path, root + path)
             bound.append(path)

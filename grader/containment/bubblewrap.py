@@ -97,10 +97,7 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
         elif os.path.isdir(host):
             args += ["--ro-bind", host, host]
             bound.append(host)
-    # Each path as given and resolved: a virtual environment reached through a link runs from its
-    # given path (sys.executable, pyvenv.cfg) while its files resolve elsewhere.
-    given = config["expose"] + config["readonly"]
-    for path in sorted({os.path.abspath(p) for p in given} | {os.path.realpath(p) for p in given}):
+    for path in sorted(set(config["expose"] + config["readonly"])):  # absolute, each in every spelling it is used by
         if path != "/" and os.path.exists(path) and not any(_inside(path, b) for b in bound):
             for ancestor in _ancestors(path):  # bubblewrap would make them 0700: unreachable once the uid drops
                 if ancestor not in made:
