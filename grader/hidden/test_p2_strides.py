@@ -100,6 +100,8 @@ EDGE_LAYOUTS = [
     ((4, 1), (1, 7)), ((1, 3), (99, 1)), ((2, 1, 3), (3, 5, 1)), ((1, 1), (0, 0)), ((1,), (0,)),
     ((0, 3), (7, 7)), ((3, 0, 2), (0, 0, 0)), ((2, 0), (1, 5)), ((), ()), ((2, 2), (1, 2)), ((2, 2), (2, 1)),
     ((3, 4), (0, 1)), ((2, 3, 4), (24, 8, 2)), ((4, 1, 4), (4, 99, 1)), ((2, 1, 1, 3), (3, 0, 40, 1)),
+    # Sizes and strides past CPython's cache of small ints, where `is` between equal ints is False.
+    ((2, 300), (300, 1)), ((3, 1000), (1000, 1)), ((2, 300), (301, 1)),
 ]
 EDGE_VIEWS = [
     ((2, 1, 3), (3, 100, 1), (6,)), ((2, 3, 4), (24, 8, 2), (6, 4)), ((4, 4), (1, 4), (16,)),
@@ -107,6 +109,10 @@ EDGE_VIEWS = [
     ((0, 3), (9, 9), (0, 3)), ((0, 3), (9, 9), (3, 0)), ((0, 3), (9, 9), (0, 1, 3)), ((4, 1, 4), (4, 99, 1), (2, 2, 4)),
     ((4, 1, 4), (4, 99, 1), (16, 1)), ((2, 3), (1, 2), (3, 2)), ((2, 3), (1, 2), (1, 2, 3, 1)), ((6,), (2,), (2, 1, 3)),
     ((2, 2, 3), (12, 3, 1), (4, 3)), ((2, 2, 3), (12, 3, 1), (2, 6)), ((2, 3, 2), (6, 1, 3), (6, 2)),
+    # Sizes and strides past CPython's cache of small ints, where `is` between equal ints is False.
+    ((2, 300), (300, 1), (600,)), ((300, 2), (2, 1), (3, 200)), ((2, 1, 300), (600, 7, 2), (600,)),
+    ((300, 2), (1, 300), (600,)), ((1000,), (1,), (-1, 500)), ((1000,), (1,), (10, 100)),
+    ((2, 2, 300), (1000, 300, 1), (4, 300)), ((2, 2, 300), (1000, 300, 1), (2, 600)),
 ]
 
 
@@ -228,7 +234,7 @@ def test_view_strides(sub, layout, data):
 
 @pytest.mark.points(1)
 def test_view_strides_edge_cases(sub):
-    """view_strides on size-1 dims with odd strides, expanded dims, no elements and 0-d tensors"""
+    """view_strides on size-1 dims with odd strides, expanded dims, no elements, 0-d tensors and sizes over 256"""
     for shape, strides, new_shape in EDGE_VIEWS:
         check_view_strides(sub, shape, strides, new_shape)
 
