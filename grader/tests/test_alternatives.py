@@ -1,14 +1,15 @@
 """Correct implementations written differently score what the reference scores on the hidden suites.
 
-Each ``fixtures/alternatives/p<N>_<module>.py`` redefines one tricky function of its problem
-in another way; appended to a copy of the reference module it replaces the reference's
-definition. A hidden test that such a submission fails tests the reference's style, not the
-contract.
+Each ``fixtures/alternatives/p<N>_<module>.py`` redefines a few tricky functions or classes of
+its problem in another way; appended to a copy of the reference module it replaces the
+reference's definitions. A hidden test that such a submission fails tests the reference's
+style, not the contract. The reference is graded once per problem.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,12 @@ ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob
 
 
 def _defined(source: str) -> set[str]:
-    return {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+    return {node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+@functools.cache
+def _reference_score(problem: str) -> float:
+    return grade(KIT_ROOT / "solutions", problems=[problem], profile="ci").score
 
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda path: path.stem)
@@ -29,9 +35,9 @@ def test_a_second_correct_implementation_scores_full_marks(alternative: Path, tm
     package = stage(KIT_ROOT / "solutions", tmp_path / "submission")
     target = package / f"{module}.py"
     replaced = _defined(alternative.read_text())
-    assert replaced and replaced <= _defined(target.read_text()), "an alternative redefines reference functions"
+    assert replaced and replaced <= _defined(target.read_text()), "an alternative redefines reference definitions"
     target.write_text(target.read_text() + "\n\n" + alternative.read_text())
-    expected = grade(KIT_ROOT / "solutions", problems=[problem.upper()], profile="ci").score
+    expected = _reference_score(problem.upper())
     result = grade(package, problems=[problem.upper()], profile="ci")
     failed = [f"{t.name}: {t.message[:300]}" for t in result.tests if t.status == "failed"]
     assert result.score == expected, "\n".join(failed)
