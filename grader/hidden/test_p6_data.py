@@ -190,6 +190,7 @@ def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
 @example(case=(np.uint16, np.array([[1, 2], [3, 4]], dtype=np.int64), "2-D ndarray"), existing=None)
 @example(case=(np.uint16, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "bfloat16 tensor"), existing=None)
 @example(case=(np.uint16, [3, True, 5], "bool"), existing=b"previous tokens")
+@example(case=(np.uint8, np.array([1, 300], dtype=np.int64), "ndarray out of range"), existing=None)
 def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing):
     """Float, bool, out-of-range, no tokens or not 1-D raise ValueError; no file is left behind, an existing one is unchanged."""
     dtype, tokens, why = case
