@@ -78,8 +78,8 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
     float8_e5m2fnuz.
 
     Raises:
-        ValueError: another dtype (``float8_e8m0fnu`` has no zero), or a zero, infinite or NaN
-            value.
+        ValueError: another dtype (``float8_e8m0fnu`` has no zero), a value that is not an int or
+            a float (a bool is refused), or a zero, infinite or NaN value.
     """
     raise NotImplementedError("memory.underflows_to_zero is not implemented yet: see handout.md, section 'memory.underflows_to_zero'")
 

@@ -159,8 +159,8 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
     float8_e5m2fnuz.
 
     Raises:
-        ValueError: another dtype (``float8_e8m0fnu`` has no zero), or a zero, infinite or NaN
-            value.
+        ValueError: another dtype (``float8_e8m0fnu`` has no zero), a value that is not an int or
+            a float (a bool is refused), or a zero, infinite or NaN value.
     """
     # BEGIN SOLUTION
     _, mantissa_bits, bias = _format(dtype, _UNDERFLOW_DTYPES)

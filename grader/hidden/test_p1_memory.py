@@ -343,15 +343,21 @@ def test_deep_linear_memory(sub, batch, dim, num_layers, optimizer, dtype):
 
 @pytest.mark.points(1)
 def test_rejects_arguments_outside_the_domain(sub):
-    """every function raises ValueError outside its domain (negative counts, bad dtypes, bad patterns)"""
+    """every function raises ValueError outside its domain (negative counts, bad dtypes, bad patterns, non-ints, bools)"""
     cases = [
         ("memory.tensor_memory_bytes", ((2, -1), torch.float32)),
         ("memory.tensor_memory_bytes", ((2, 3), torch.qint8)),
+        ("memory.tensor_memory_bytes", (6, torch.float32)),
+        ("memory.tensor_memory_bytes", ((2, 3.0), torch.float32)),
+        ("memory.tensor_memory_bytes", ((2, True), torch.float32)),
         ("memory.float_layout", (torch.int32,)),
         ("memory.decode_float", (2**16, torch.float16)),
         ("memory.decode_float", (-1, torch.float8_e4m3fn)),
         ("memory.decode_float", (256, torch.float8_e5m2)),
         ("memory.decode_float", (2**32, torch.float32)),
+        ("memory.decode_float", (2**16 + 5, torch.float16)),
+        ("memory.decode_float", (True, torch.float16)),
+        ("memory.decode_float", (1.0, torch.float16)),
         ("memory.decode_float", (0, torch.int16)),
         ("memory.underflows_to_zero", (0.0, torch.float16)),
         ("memory.underflows_to_zero", (-0.0, torch.float16)),
@@ -359,6 +365,8 @@ def test_rejects_arguments_outside_the_domain(sub):
         ("memory.underflows_to_zero", (math.nan, torch.float32)),
         ("memory.underflows_to_zero", (1e-8, torch.float8_e8m0fnu)),
         ("memory.underflows_to_zero", (1e-8, torch.int32)),
+        ("memory.underflows_to_zero", (True, torch.float16)),
+        ("memory.underflows_to_zero", ("1e-8", torch.float16)),
         ("memory.training_bytes_per_param", ("lion",)),
         ("memory.max_trainable_params", (-1, 80e9, 16)),
         ("memory.max_trainable_params", (8, 80.5e0, 16)),
