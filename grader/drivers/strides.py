@@ -41,6 +41,9 @@ PAIRS: dict[str, tuple[Chain, Chain]] = {
     "x and x.T.reshape(24) (a copy)": (X, _on("x", ("t", ()), ("reshape", (24,)))),
     "x and x.to(torch.float64)": (X, _on("x", ("to", (torch.float64,)))),
     "x and an equal tensor made anew": (X, _on("y")),
+    # Separate storages both ways round: whichever lies higher in memory comes first in one of them.
+    "x.clone() and x": (_on("x", ("clone", ())), X),
+    "an equal tensor made anew and x": (_on("y"), X),
 }
 
 

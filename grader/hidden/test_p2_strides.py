@@ -101,7 +101,7 @@ EDGE_LAYOUTS = [
     ((0, 3), (7, 7)), ((3, 0, 2), (0, 0, 0)), ((2, 0), (1, 5)), ((), ()), ((2, 2), (1, 2)), ((2, 2), (2, 1)),
     ((3, 4), (0, 1)), ((2, 3, 4), (24, 8, 2)), ((4, 1, 4), (4, 99, 1)), ((2, 1, 1, 3), (3, 0, 40, 1)),
     # Sizes and strides past CPython's cache of small ints, where `is` between equal ints is False.
-    ((2, 300), (300, 1)), ((3, 1000), (1000, 1)), ((2, 300), (301, 1)),
+    ((2, 300), (300, 1)), ((3, 1000), (1000, 1)), ((2, 300), (301, 1)), ((1,) * 300, (1,) * 300),
 ]
 EDGE_VIEWS = [
     ((2, 1, 3), (3, 100, 1), (6,)), ((2, 3, 4), (24, 8, 2), (6, 4)), ((4, 4), (1, 4), (16,)),
@@ -113,6 +113,9 @@ EDGE_VIEWS = [
     ((2, 300), (300, 1), (600,)), ((300, 2), (2, 1), (3, 200)), ((2, 1, 300), (600, 7, 2), (600,)),
     ((300, 2), (1, 300), (600,)), ((1000,), (1,), (-1, 500)), ((1000,), (1,), (10, 100)),
     ((2, 2, 300), (1000, 300, 1), (4, 300)), ((2, 2, 300), (1000, 300, 1), (2, 600)),
+    # Four dims: the walk must look at the dim just left of the third one, not at the second.
+    ((2, 3, 1, 4), (12, 4, 100, 1), (24,)), ((2, 3, 4, 5), (60, 20, 5, 1), (120,)),
+    ((2, 3, 4, 5), (120, 40, 10, 1), (24, 5)),
 ]
 
 
@@ -131,8 +134,12 @@ def test_contiguous_strides(sub, shape):
 @pytest.mark.points(1)
 @given(layout=strided_layouts(), data=st.data())
 def test_flat_index(sub, layout, data):
-    """flat_index gives the storage position PyTorch reads, negative indices included"""
+    """flat_index gives the storage position PyTorch reads, negative indices and 300 dims included"""
     shape, strides, offset = layout
+    wide = (1,) * 300  # more entries than CPython keeps cached ints for: lengths compare with ==, not is
+    got = sub.call("strides.flat_index", (0,) * 300, wide, wide, offset)
+    assert got == offset, (
+        f"strides.flat_index((0,) * 300, (1,) * 300, (1,) * 300, {offset}) returned {got!r}, expected {offset}")
     if 0 in shape:
         return
     t = strided(shape, strides, offset)
@@ -175,11 +182,11 @@ def test_is_contiguous(sub, layouts):
 
 
 @pytest.mark.points(1)
-@given(layout=strided_layouts(min_dims=1), data=st.data())
+@given(layout=strided_layouts(), data=st.data())
 def test_transpose(sub, layout, data):
-    """transpose swaps sizes and strides as Tensor.transpose does, negative dims included; bad dims raise IndexError"""
+    """transpose swaps sizes and strides as Tensor.transpose does (negative dims, 0-d too); bad dims raise IndexError"""
     shape, strides, _ = layout
-    n = len(shape)
+    n = max(len(shape), 1)  # a 0-d tensor takes dims -1 and 0, as in torch
     dim0, dim1 = data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1))
     t = strided(shape, strides).transpose(dim0, dim1)
     want = (tuple(t.shape), t.stride())
@@ -254,7 +261,7 @@ def test_same_storage(sub):
 
 @pytest.mark.points(1)
 def test_rejects_arguments_outside_the_domain(sub):
-    """ValueError for negative sizes, steps below 1, wrong element counts, extra -1s and arguments that are not ints"""
+    """ValueError for negative sizes or offsets, steps below 1, wrong element counts, extra or stray -1s, non-ints"""
     cases = [
         ("strides.contiguous_strides", ((2, 3.0),)),
         ("strides.contiguous_strides", ("",)),
@@ -270,6 +277,7 @@ def test_rejects_arguments_outside_the_domain(sub):
         ("strides.same_storage", (torch.zeros(2), [1.0, 2.0])),
         ("strides.contiguous_strides", ((2, -1),)),
         ("strides.is_contiguous", ((2, 3), (3,))),
+        ("strides.is_contiguous", ((2,), (3, 1))),
         ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, None, 0)),
         ("strides.slice_view", ((4, 4), (4, 1), 0, 1, None, None, -1)),
         ("strides.view_strides", ((4, 4), (4, 1), (5, 3))),
@@ -277,6 +285,9 @@ def test_rejects_arguments_outside_the_domain(sub):
         ("strides.view_strides", ((4, 4), (4, 1), (-1, -1))),
         ("strides.view_strides", ((4, 4), (4, 1), (-2, -8))),
         ("strides.view_strides", ((4, 4), (1, 4), (17,))),
+        ("strides.view_strides", ((0, 3), (3, 1), (0, -1))),
+        ("strides.flat_index", ((0, 0), (2, 2), (2, 1), -1)),
+        ("strides.slice_view", ((4, 4), (4, 1), -1, 0, None, None, 1)),
     ]
     for target, args in cases:
         sub.raises(ValueError, target, *args)
