@@ -26,6 +26,7 @@ check: ``expect = "reference"`` with the one test it cheats on).
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,12 +128,19 @@ def _function_span(tree: ast.Module, name: str, module: str) -> tuple[int, int]:
     raise CatalogError(f"{module}.py has no top-level function {name!r}")
 
 
+# Attacks are built in threads. CPython's AST builder counts its recursion depth per interpreter,
+# not per thread: two ast.parse calls interleaved (a finalizer run by the garbage collector can
+# hand the GIL over mid-parse) fail with "SystemError: AST constructor recursion depth mismatch".
+_PARSING = threading.Lock()
+
+
 def edit(source: str, module: str, *, prepend: str = "", append: str = "", function: str = "",
          replace: str = "") -> str:
     """``source`` with ``replace`` swapped for ``function``'s definition, ``prepend`` after the header
     and ``append`` at the end."""
     lines = source.splitlines()
-    tree = ast.parse(source)
+    with _PARSING:
+        tree = ast.parse(source)
     if function and replace:
         first, last = _function_span(tree, function, module)
         lines[first - 1: last] = replace.rstrip("\n").splitlines()

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,21 @@ def test_quick_attacks_gain_nothing_and_the_grader_survives(capsys):
     report = capsys.readouterr().out
     print(report)  # the attack table, visible with -s or on failure
     assert code == 0, report[-6000:]
+
+
+def test_attacks_are_parsed_one_at_a_time_though_built_in_threads(monkeypatch):
+    """ast.parse is not thread-safe in CPython (a shared recursion depth): edit() takes turns."""
+    inside, most = [0], [0]
+    real_parse = hostile.ast.parse
+
+    def slow_parse(source: str, *args: object, **kwargs: object) -> object:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)  # lets another thread in, as a finalizer releasing the GIL mid-parse does
+        inside[0] -= 1
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(hostile.ast, "parse", slow_parse)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda n: hostile.edit(f"x = {n}\n", "memory", append="y = 1"), range(8)))
+    assert most[0] == 1, f"{most[0]} parses ran at once"
