@@ -348,13 +348,18 @@ class Worker:
         while proc.poll() is None:
             if beat % 10 == 0:  # the tree is found once a second; what it holds is read ten times a second
                 pids = {proc.pid} | _descendants(proc.pid, _processes())
-            held = _resident_bytes(pids) + _hidden_bytes(pids, self._uid)
-            if held > self.limits.memory_bytes:
-                self._memory_killed = True
-                self._kill_tree()
+            if self._stopped_over_memory(pids):
                 return
             beat += 1
             time.sleep(0.1)
+
+    def _stopped_over_memory(self, pids: set[int]) -> bool:
+        """Kill the worker if the tree ``pids`` holds more than the cap; whether it did."""
+        if _resident_bytes(pids) + _hidden_bytes(pids, self._uid) <= self.limits.memory_bytes:
+            return False
+        self._memory_killed = True
+        self._kill_tree()
+        return True
 
     def _kill_tree(self) -> None:
         if self._proc is None:
@@ -552,4 +557,9 @@ class Worker:
             answer = self._read_frame(deadline, what)
         if answer.get("$type") != "result" or answer.get("id") != message.get("id"):
             raise self._fail(f"the worker answered out of turn while {what}; it was stopped")
+        # Where no cgroup counts memory, the watchdog samples: a burst between two samples is
+        # caught here, before the answer counts (a result made over the cap is refused).
+        if self._cgroup is None and self._proc is not None and \
+                self._stopped_over_memory({self._proc.pid} | _descendants(self._proc.pid, _processes())):
+            raise self._fail(what)
         return answer

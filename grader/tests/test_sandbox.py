@@ -334,6 +334,19 @@ def test_memory_outside_the_resident_set_is_capped(package, monkeypatch, where, 
         worker.close()
 
 
+def test_a_burst_between_two_samples_is_refused_with_the_answer(package, monkeypatch):
+    """Without a cgroup, memory filled faster than the watchdog samples is caught before the answer counts."""
+    monkeypatch.setattr(cgroups, "create", lambda *args: None)
+    monkeypatch.setattr(Worker, "_watch_memory", lambda self, proc: None)  # no sample lands during the call
+    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
+    try:
+        with pytest.raises(WorkerFailure, match="MiB of memory"):
+            call(worker, "balloon", "/dev/shm", 2, timeout=60)
+        assert call(worker, "ok") == 1
+    finally:
+        worker.close()
+
+
 def test_kernel_surface_is_filtered(worker):
     if not worker.isolation.get("syscalls", "").startswith("seccomp"):
         call(worker, "ok")
