@@ -3,13 +3,12 @@
 Each ``fixtures/alternatives/p<N>_<module>.py`` redefines a few tricky functions or classes of
 its problem in another way; appended to a copy of the reference module it replaces the
 reference's definitions. A hidden test that such a submission fails tests the reference's
-style, not the contract. The reference is graded once per problem.
+style, not the contract.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,6 @@ def _defined(source: str) -> set[str]:
     return {node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
 
-@functools.cache
-def _reference_score(problem: str) -> float:
-    return grade(KIT_ROOT / "solutions", problems=[problem], profile="ci").score
-
-
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda path: path.stem)
 def test_a_second_correct_implementation_scores_full_marks(alternative: Path, tmp_path: Path):
     problem, module = alternative.stem.split("_", 1)
@@ -37,7 +31,7 @@ def test_a_second_correct_implementation_scores_full_marks(alternative: Path, tm
     replaced = _defined(alternative.read_text())
     assert replaced and replaced <= _defined(target.read_text()), "an alternative redefines reference definitions"
     target.write_text(target.read_text() + "\n\n" + alternative.read_text())
-    expected = _reference_score(problem.upper())
+    expected = grade(KIT_ROOT / "solutions", problems=[problem.upper()], profile="ci").score
     result = grade(package, problems=[problem.upper()], profile="ci")
     failed = [f"{t.name}: {t.message[:300]}" for t in result.tests if t.status == "failed"]
     assert result.score == expected, "\n".join(failed)
