@@ -372,6 +372,22 @@ def _by_hand(config: dict, parent: int) -> dict[str, str]:
     return _become_worker(config, how, alive_r)
 
 
+WORKER_USER = "worker"  # the name the worker answers to: its uid may have no passwd entry
+
+
+def _identity(home: str) -> dict[str, str]:
+    """The worker's user name, home and caches, all inside its private working folder.
+
+    Its uid may have no passwd entry (a dedicated uid, a container's arbitrary uid), so
+    ``getpass.getuser()`` (and torch 2.11, which asks it when the first optimizer is built) must
+    find the name in the environment; torch's and Triton's compile caches must be writable.
+    """
+    cache = os.path.join(home, ".cache")
+    return {"HOME": home, "TMPDIR": home, "USER": WORKER_USER, "LOGNAME": WORKER_USER, "XDG_CACHE_HOME": cache,
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "torchinductor"),
+            "TRITON_CACHE_DIR": os.path.join(cache, "triton")}
+
+
 def confine(config: dict) -> dict[str, str]:
     """Apply every containment the host allows; returns (in the worker process) what was obtained."""
     parent = os.getppid()
@@ -387,7 +403,7 @@ def confine(config: dict) -> dict[str, str]:
         obtained = _by_hand(config, parent)
     obtained["limits"] = (f"wall clock per call, files {config['file_bytes'] >> 20} MiB, output captured and "
                           f"truncated")
-    os.environ.update(HOME=os.getcwd(), TMPDIR=os.getcwd())
+    os.environ.update(_identity(os.getcwd()))
     if program:
         _filter_syscalls(program)
     obtained["syscalls"] = config["syscalls"]

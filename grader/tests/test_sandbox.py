@@ -177,6 +177,18 @@ def liar():
     return AlwaysEqual(3)
 
 
+def identity():
+    """What a library asking for the user and its caches finds (torch 2.11 asks when an optimizer is built)."""
+    import getpass
+    import torch
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(3))], lr=0.1)
+    caches = [os.environ[key] for key in ("XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    for folder in caches:
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, "probe"), "w").close()
+    return {"user": getpass.getuser(), "home": os.environ["HOME"], "cwd": os.getcwd(), "caches": caches}
+
+
 def look(kit):
     import socket
     seen = {"uid": os.getuid(), "root": sorted(os.listdir("/")), "cwd": os.getcwd(),
@@ -298,6 +310,21 @@ def test_without_namespaces_the_worker_still_works_and_says_so(package):
             assert call(worker, "whoami") == 0
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("limits", [{}, {"bubblewrap": False}, {"namespaces": False}],
+                         ids=["default", "hand-written", "no namespaces"])
+def test_the_worker_has_a_user_name_and_writable_caches_under_any_uid(package, limits):
+    """The worker's uid has no passwd entry: the user name, home and caches come from its
+    environment, inside its private folder, in every mode (torch 2.11 fails to build an optimizer
+    otherwise)."""
+    worker = Worker(package, Limits(call_seconds=20, memory_bytes=1536 << 20, processes=64, **limits))
+    try:
+        found = call(worker, "identity", timeout=20)
+    finally:
+        worker.close()
+    assert found["user"] == "worker" and found["home"] == found["cwd"], found
+    assert all(folder.startswith(found["home"] + os.sep) for folder in found["caches"]), found
 
 
 @pytest.mark.parametrize("target, args, why", [
