@@ -17,7 +17,10 @@ filled in when a submission is written.
 - ``raises``: exactly those of the reference whose ``function`` raises ``NotImplementedError``
   (a function that hangs, crashes or floods is no more than an unimplemented one);
 - ``import-fails``: exactly those of the reference whose module raises at import;
-- ``budget``: no test passes that the reference fails, and the report says the time budget ran out.
+- ``budget``: no test passes that the reference fails, and the report says the time budget ran out;
+- ``sabotaged``: the attack is added to the problem's *stub* (every public function raises
+  ``NotImplementedError``), and the outcomes must be exactly the stub's: whatever the trick earns
+  on top of what the stub earns (purely static checks) is a gain from the trick alone.
 
 ``fails`` lists tests that must not pass whatever the control says (an attack on one test's
 check: ``expect = "reference"`` with the one test it cheats on).
@@ -37,7 +40,8 @@ from ..submission import stage
 CATALOG = Path(__file__).parent / "attacks.toml"
 FILES = Path(__file__).parent / "files"
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
-EXPECTATIONS = ("reference", "wrong", "raises", "import-fails", "budget")
+STUBS = SOLUTIONS.parent / "assignment"
+EXPECTATIONS = ("reference", "wrong", "raises", "import-fails", "budget", "sabotaged")
 
 
 class CatalogError(ValueError):
@@ -65,7 +69,7 @@ class Attack:
         """What this attack's grading is compared with: (kind, module, function, problem)."""
         if self.expect in ("wrong", "raises"):
             return self.expect, self.module, self.function, self.problem
-        if self.expect == "import-fails":  # a package that cannot start fails like its module
+        if self.expect in ("import-fails", "sabotaged"):  # the problem's own module, whichever the attack edits
             return self.expect, PROBLEMS[self.problem].module, "", self.problem
         return reference(self.problem)
 
@@ -161,6 +165,8 @@ def _fill(text: str, values: dict[str, str]) -> str:
 def materialize(attack: Attack, dest: Path, values: dict[str, str], solutions: Path = SOLUTIONS) -> Path:
     """Write ``dest/assignment/`` (the reference with the attack) and its extra files; returns ``dest``."""
     package = stage(solutions, dest)
+    if attack.expect == "sabotaged":
+        _sabotage(package, PROBLEMS[attack.problem].module)
     target = package / f"{attack.module}.py"
     target.write_text(edit(target.read_text(), attack.module, prepend=_fill(attack.prepend, values),
                            append=_fill(attack.append, values), function=attack.function,
@@ -186,4 +192,11 @@ def materialize_control(kind: str, module: str, function: str, dest: Path, solut
         target.write_text(edit(target.read_text(), module, function=function, replace=body))
     elif kind == "import-fails":
         target.write_text(edit(target.read_text(), module, append="raise ImportError('this module fails at import')"))
+    elif kind == "sabotaged":
+        _sabotage(package, module)
     return dest
+
+
+def _sabotage(package: Path, module: str) -> None:
+    """Replace ``module`` of a staged reference with its stub: every public function raises."""
+    (package / f"{module}.py").write_text((STUBS / f"{module}.py").read_text())
