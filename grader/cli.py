@@ -87,8 +87,12 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="only these mutant ids or problems (comma-separated)")
     parser.add_argument("--sections", type=arguments.sections, default=defaults["sections"],
                         help="independence,reference,stubs,mutants,attacks,release (default: all)")
-    return lambda a: importlib.import_module("grader.selfcheck").main(
-        jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections)
+    parser.add_argument("--gpu", action="store_true",
+                        help="accept a GPU runner instead: reference 100 with every GPU test run, stubs 0, GPU-only "
+                             "mutants killed, versions and GPU test times in one table (refuses without CUDA)")
+    return lambda a: (importlib.import_module("grader.acceptance").main(jobs=a.jobs) if a.gpu else
+                      importlib.import_module("grader.selfcheck").main(
+                          jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections))
 
 
 def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:

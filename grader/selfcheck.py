@@ -94,7 +94,8 @@ def _grade_mutant(mutant: mutant_catalog.Mutant, full: bool) -> GradingResult:
 
 
 def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[str] | None) -> bool:
-    catalog = [m for m in mutant_catalog.load() if not only or m.id in only or m.problem in only]
+    chosen = [m for m in mutant_catalog.load() if not only or m.id in only or m.problem in only]
+    catalog = [m for m in chosen if not m.gpu]  # only a GPU test can kill the others: grader selfcheck --gpu
     expected = _graded(reference)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = list(pool.map(lambda m: _grade_mutant(m, full), catalog))
@@ -115,7 +116,8 @@ def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[st
                       f"[{'green' if verdict == 'killed' else 'red'}]{verdict}[/]")
     console.print(table)
     per_problem = {key: sum(m.problem == key for m in catalog) for key in PROBLEMS}
-    console.print("mutants per problem: " + ", ".join(f"{k} {n}" for k, n in per_problem.items()))
+    console.print("mutants per problem: " + ", ".join(f"{k} {n}" for k, n in per_problem.items())
+                  + f"; {len(chosen) - len(catalog)} GPU-only left to `grader selfcheck --gpu` on a GPU runner")
     return bad == 0
 
 

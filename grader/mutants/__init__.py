@@ -2,7 +2,9 @@
 
 One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables with ``id``,
 ``description``, ``find`` (text that occurs exactly once in ``solutions/<module>.py``) and
-``replace``. ``materialize`` writes a submission folder with that one edit applied.
+``replace``; ``gpu = true`` marks a mutant only a GPU test can kill (graded by ``grader selfcheck
+--gpu`` on a GPU runner, left out of the CPU kill matrix). ``materialize`` writes a submission
+folder with that one edit applied.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Mutant:
     description: str
     find: str
     replace: str
+    gpu: bool = False
 
     def apply(self, source: str) -> str:
         count = source.count(self.find)
@@ -47,7 +50,8 @@ def load(catalog: Path = CATALOG) -> list[Mutant]:
             raise CatalogError(f"{path.name}: mutant files are named p<N>_<module>.toml")
         for entry in read_toml(path).get("mutant", []):
             mutants.append(Mutant(id=entry["id"], problem=f"P{match.group(1)}", module=match.group(2),
-                                  description=entry["description"], find=entry["find"], replace=entry["replace"]))
+                                  description=entry["description"], find=entry["find"], replace=entry["replace"],
+                                  gpu=bool(entry.get("gpu", False))))
     ids = [m.id for m in mutants]
     if len(ids) != len(set(ids)):
         raise CatalogError(f"duplicate mutant ids: {sorted({i for i in ids if ids.count(i) > 1})}")

@@ -19,7 +19,7 @@ HIDDEN = Path(__file__).resolve().parents[1] / "hidden"
 def main(problems: list[str]) -> int:
     survivors = 0
     for mutant in load():
-        if problems and mutant.problem not in problems:
+        if (problems and mutant.problem not in problems) or mutant.gpu:  # GPU-only: grader selfcheck --gpu
             continue
         with tempfile.TemporaryDirectory() as tmp:
             package = materialize(mutant, Path(tmp))
