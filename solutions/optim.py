@@ -50,8 +50,9 @@ class SGD(torch.optim.Optimizer):
     ``weight_decay``; the arguments here are the defaults for groups that do not.
 
     Raises:
-        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay`` (a param group's own values
-            are not checked, as in torch.optim, and must not be negative either).
+        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay`` given to the constructor.
+            Only these are checked, as in torch.optim: a value a param group sets itself is used as
+            it is (so the caller gives non-negative ones).
     """
 
     def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
@@ -114,8 +115,9 @@ class AdaGrad(torch.optim.Optimizer):
     its own ``lr``, ``eps`` and ``weight_decay``.
 
     Raises:
-        ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay``
-            (a param group's own values are not checked, as in torch.optim, and must not be negative).
+        ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay`` given
+            to the constructor. Only these are checked, as in torch.optim: a value a param group sets
+            itself is used as it is (so the caller gives non-negative ones).
     """
 
     def __init__(self, params: Params, lr: float = 1e-2, eps: float = 1e-10, initial_accumulator_value: float = 0.0,

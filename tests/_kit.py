@@ -7,7 +7,10 @@ to read (``module.function``, the heading used in handout.md).
 from __future__ import annotations
 
 import math
+import os
+import sys
 import textwrap
+import traceback
 from typing import Any, Callable, NoReturn
 
 import pytest
@@ -26,27 +29,63 @@ class NotImplementedYet(pytest.fail.Exception):
 
 
 def show(value: Any, limit: int = 300) -> str:
-    """A short, readable one-line repr (tensors show dtype, shape and a few values)."""
+    """A short, readable one-line repr (tensors show dtype, shape and a few values); "..." only
+    where something was left out."""
     if isinstance(value, torch.Tensor):
         text = f"tensor(dtype={value.dtype}, shape={tuple(value.shape)}, device={value.device}, values={value.detach().flatten()[:6].tolist()}{'...' if value.numel() > 6 else ''})"
     else:
         text = repr(value)
-    one_line = textwrap.shorten(text, limit, placeholder=" ...")
-    return one_line if len(one_line) > 4 else " ".join(text.split())[: limit - 3] + "..."
+    one_line = " ".join(text.split())
+    if len(one_line) <= limit:
+        return one_line
+    shortened = textwrap.shorten(one_line, limit, placeholder=" ...")
+    return shortened if len(shortened) > 4 else one_line[: limit - 3] + "..."
+
+
+def called_name(fn: Callable[..., Any]) -> str:
+    """What was called, as the student wrote it: ``optim.AdaGrad.step`` for a method, not the class."""
+    module = (getattr(fn, "__module__", "") or "").rsplit(".", 1)[-1]
+    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+    return f"{module}.{qualname}"
 
 
 def describe_call(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None) -> str:
     parts = [show(a, 80) for a in args] + [f"{k}={show(v, 80)}" for k, v in (kwargs or {}).items()]
-    return f"{section_of(fn)}({', '.join(parts)})"
+    return f"{called_name(fn)}({', '.join(parts)})"
 
 
-def complain(call: str, got: Any, expected: str, section: str, why: str = "", hint: str = "") -> NoReturn:
-    """Fail the test with the standard message: called, returned, expected, [why], [hint], read."""
+def student_frames(fn: Callable[..., Any], exc: BaseException) -> str:
+    """The frames of ``exc``'s traceback that lie in the student's package (file, line, source
+    line), innermost last; the kit's and the libraries' frames are left out."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or "")) if module else ""
+    if not folder:
+        return ""
+    mine = [frame for frame in traceback.extract_tb(exc.__traceback__)
+            if os.path.dirname(os.path.abspath(frame.filename)) == folder]
+    return "\n".join(f'  File "{shown_path(frame.filename)}", line {frame.lineno}, in {frame.name}'
+                     + (f"\n    {frame.line.strip()}" if frame.line else "") for frame in mine)
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as the student would type it: relative to the current folder when inside it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return str(path) if relative.startswith("..") else relative.replace(os.sep, "/")
+
+
+def complain(call: str, got: Any, expected: str, section: str, why: str = "", hint: str = "",
+             where: str = "") -> NoReturn:
+    """Fail the test with the standard message: called, returned, expected, [why], [hint], [where], read."""
     lines = [f"called:   {call}", f"returned: {got}", f"expected: {expected}"]
     if why:
         lines.append(f"why:      {why}")
     if hint:
         lines.append(f"hint:     {hint}")
+    if where:
+        lines.append(f"where:    your code raised it here (innermost last):\n{where}")
     lines.append(f"read:     handout.md, section '{section}'")
     raise pytest.fail.Exception("\n".join(lines), pytrace=False) from None  # no chained copy of a caught error
 
@@ -63,7 +102,7 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         not_implemented(fn, args, kwargs, exc)
     except Exception as exc:  # noqa: BLE001 - any student exception becomes a failure message
         complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}", "a value, no exception",
-                 section_of(fn))
+                 section_of(fn), where=student_frames(fn, exc))
 
 
 def largest_difference(got: torch.Tensor, want: torch.Tensor) -> tuple[tuple[int, ...], float, float]:
@@ -139,7 +178,7 @@ def check_raises(exc_type: type[BaseException], fn: Callable[..., Any], *args: A
         return
     except Exception as exc:  # noqa: BLE001
         complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}",
-                 f"raises {exc_type.__name__}", section_of(fn), why)
+                 f"raises {exc_type.__name__}", section_of(fn), why, where=student_frames(fn, exc))
     complain(describe_call(fn, args, kwargs), show(got), f"raises {exc_type.__name__}", section_of(fn), why)
 
 

@@ -7,6 +7,7 @@ importable package; ``--impl PATH`` tests a submission folder (one that holds an
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
@@ -21,7 +22,7 @@ from types import ModuleType
 import pytest
 from hypothesis import Phase, settings
 
-from _kit import NotImplementedYet
+from _kit import NotImplementedYet, shown_path
 
 # No "explain" phase: on a failing property it reruns the test many times to point at lines,
 # which costs minutes on an unfinished module and adds nothing to the shrunk example shown.
@@ -42,19 +43,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+    for problem, module in PROBLEMS.items():
+        config.addinivalue_line("markers", f"{problem.lower()}: the public tests of {problem} ({module}.py): -m {problem.lower()}")
     config.stash[_IMPL] = _load_package(config.getoption("--impl"))
     config.pluginmanager.register(ProblemTally(), "problem-tally")
 
 
 _IMPL = pytest.StashKey[ModuleType]()
-
-
-def _shown_path(path: Path) -> str:
-    """A path as the student would type it: relative to the current folder when inside it."""
-    try:
-        return Path(os.path.relpath(path)).as_posix() if not os.path.relpath(path).startswith("..") else str(path)
-    except ValueError:  # another drive on Windows
-        return str(path)
 
 
 def _load_package(impl: str) -> ModuleType:
@@ -83,7 +78,7 @@ def _load_package(impl: str) -> ModuleType:
 
 def _module(request: pytest.FixtureRequest, name: str) -> ModuleType:
     package = request.config.stash[_IMPL]
-    file = _shown_path(Path(list(package.__path__)[0]) / f"{name}.py")
+    file = shown_path(Path(list(package.__path__)[0]) / f"{name}.py")
     try:
         return importlib.import_module(f"{package.__name__}.{name}")
     except Exception as exc:  # noqa: BLE001 - a broken student module must read as a clear failure
@@ -107,14 +102,61 @@ memory, strides, einsum, flops, optim, data, checkpoint, amp = (_module_fixture(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its problem (``-m p5``) and the public names it exercises (``-k get_batch``
+    selects every test that calls ``get_batch``, whatever the test is named); skip GPU tests without CUDA."""
     import torch
 
-    if torch.cuda.is_available():
-        return
+    exercised = _Exercised(Path(list(config.stash[_IMPL].__path__)[0]))
     skip = pytest.mark.skip(reason="not run: needs a GPU (graded on GPU runners)")
     for item in items:
-        if "gpu" in item.keywords:
+        match = _TEST_FILE.search(item.nodeid)
+        if match and isinstance(item, pytest.Function):
+            item.add_marker(getattr(pytest.mark, match.group(1)))
+            item.extra_keyword_matches.update(exercised(item, PROBLEMS[match.group(1).upper()]))
+        if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip)
+
+
+class _Exercised:
+    """The public names of a problem's module that a test function reaches: attributes of that name
+    anywhere in the test or in the module-level helpers of its file that it calls, transitively."""
+
+    def __init__(self, package: Path) -> None:
+        self.package = package
+        self.public: dict[str, set[str]] = {}
+        self.files: dict[Path, dict[str, ast.FunctionDef]] = {}
+
+    def __call__(self, item: pytest.Function, module: str) -> set[str]:
+        names = self._public(module)
+        helpers = self._functions(Path(item.path))
+        seen, frontier, found = set(), [item.originalname], set()
+        while frontier:
+            name = frontier.pop()
+            if name in seen or name not in helpers:
+                continue
+            seen.add(name)
+            for node in ast.walk(helpers[name]):
+                if isinstance(node, ast.Attribute) and node.attr in names:
+                    found.add(node.attr)
+                elif isinstance(node, ast.Name):
+                    frontier.append(node.id)
+        return found
+
+    def _public(self, module: str) -> set[str]:
+        if module not in self.public:
+            try:
+                tree = ast.parse((self.package / f"{module}.py").read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError):
+                tree = ast.Module(body=[], type_ignores=[])
+            self.public[module] = {node.name for node in tree.body if isinstance(
+                node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_")}
+        return self.public[module]
+
+    def _functions(self, path: Path) -> dict[str, ast.FunctionDef]:
+        if path not in self.files:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            self.files[path] = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        return self.files[path]
 
 
 class ProblemTally:

@@ -125,6 +125,30 @@ def test_sgd_first_momentum_step_is_plain_sgd(optim):
                SGD_SECTION)
 
 
+def test_sgd_momentum_buffer_is_not_the_gradient(optim):
+    """zero_grad(set_to_none=False) zeroes p.grad in place and backward accumulates into it: a
+    momentum buffer that *is* p.grad (no clone) changes with it, and the trajectory leaves torch's."""
+    model, x, y = make_model()
+    reference = copy.deepcopy(model)
+    mine = call(optim.SGD, model.parameters(), lr=0.05, momentum=0.9)
+    theirs = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    for step in range(1, 6):
+        for optimizer, net in ((mine, model), (theirs, reference)):
+            optimizer.zero_grad(set_to_none=False)
+            loss_of(net, x, y).backward()
+            call(optimizer.step)
+        for (name, a), b in zip(model.named_parameters(), reference.parameters()):
+            if torch.allclose(a.detach(), b.detach(), rtol=RTOL, atol=ATOL):
+                continue
+            buffer = mine.state[a].get("momentum_buffer")
+            aliased = isinstance(buffer, torch.Tensor) and a.grad is not None and buffer.data_ptr() == a.grad.data_ptr()
+            index, got, want = largest_difference(a.detach(), b.detach())
+            complain("5 steps of SGD(params, lr=0.05, momentum=0.9), each after zero_grad(set_to_none=False)",
+                     f"after step {step}, {name} holds {got:.8g} at index {index}", f"{want:.8g} there, as torch.optim",
+                     SGD_SECTION, hint=("your momentum buffer is p.grad itself (the same memory): zero_grad and "
+                                        "backward change it; start it as g.clone()") if aliased else "")
+
+
 # --- AdaGrad -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.1, eps=0.1), dict(lr=0.1, initial_accumulator_value=0.5),
