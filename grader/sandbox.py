@@ -468,8 +468,7 @@ class Worker:
             raise self._fail(f"the worker broke the protocol while {what} ({exc})") from None
 
     def _write_frame(self, message: dict, deadline: float, what: str) -> None:
-        payload = json.dumps({"v": wire.VERSION, **message}, separators=(",", ":")).encode()
-        data = memoryview(len(payload).to_bytes(4, "big") + payload)
+        data = memoryview(wire.frame(message))
         while data:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([], [self._request_w], [], left)[1]:

@@ -267,9 +267,14 @@ def _hashable(key: Any) -> Any:
 
 # Framing: a 4-byte big-endian length, then a JSON object with "v" (the version) and "$type".
 
-def write_frame(stream: BinaryIO, message: dict) -> None:
+def frame(message: dict) -> bytes:
+    """One frame: a 4-byte big-endian length, then the versioned message as strict JSON (no NaN)."""
     payload = json.dumps({"v": VERSION, **message}, separators=(",", ":"), allow_nan=False).encode()
-    stream.write(len(payload).to_bytes(4, "big") + payload)
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def write_frame(stream: BinaryIO, message: dict) -> None:
+    stream.write(frame(message))
     stream.flush()
 
 

@@ -134,3 +134,10 @@ def test_frames_roundtrip_and_reject_bad_versions():
         wire.parse_frame(b"\x80\x04not json")
     with pytest.raises(wire.WireError):
         wire.frame_length((wire.MAX_FRAME + 1).to_bytes(4, "big"))
+
+
+def test_a_frame_never_carries_bare_nan():
+    """Both directions build frames with ``wire.frame``: strict JSON, a NaN only as an encoded value."""
+    with pytest.raises(ValueError):
+        wire.frame({"$type": "call", "args": [float("nan")]})
+    assert wire.parse_frame(wire.frame({"$type": "x", "value": wire.encode(float("nan"))})[4:])["$type"] == "x"
