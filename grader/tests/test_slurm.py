@@ -249,6 +249,7 @@ def test_submit_grades_in_shards_as_a_local_batch_and_resumes_a_cancelled_shard(
     kept = {path.name: path.read_bytes() for path in shard.glob("*.json")}
     assert 0 < len(kept) < 4, kept.keys()
     assert "interrupted" in (tmp_path / f"slurm-grade-{array}_1.out").read_text()
+    assert f"{4 - len(kept)} missing" in (tmp_path / f"slurm-gradebook-{merge}.out").read_text()
     print(f"first submission, shard 1 cancelled: {time.monotonic() - started:.0f} s; {_shard_seconds(env, array)}")
 
     started = time.monotonic()
@@ -261,7 +262,7 @@ def test_submit_grades_in_shards_as_a_local_batch_and_resumes_a_cancelled_shard(
     assert {name: (shard / name).read_bytes() for name in kept} == kept  # results graded before scancel: kept as they were
     python = [sys.executable, "-m", "grader"]
     started = time.monotonic()
-    _run([*python, "batch", "class", "--out", "local", "--jobs", "1", *GRADER_ARGS], slurm, cwd=tmp_path)
+    _run([*python, "batch", "class", "--out", "local", "--jobs", "2", *GRADER_ARGS], slurm, cwd=tmp_path)
     subprocess.run([*python, "gradebook", "local", "--csv", "local/gradebook.csv"], cwd=tmp_path, capture_output=True)
     print(f"local batch + gradebook: {time.monotonic() - started:.0f} s")
     assert _gradebook(tmp_path / "out" / "gradebook.csv") == _gradebook(tmp_path / "local" / "gradebook.csv")
