@@ -38,12 +38,14 @@ export KIT_DIR="${KIT_DIR:-$(dirname "$(dirname "$HERE")")}"
 if $gpu; then
     export KIT_GPU=require
     array_options=(--gres=gpu:1)
+    where=GPUs
 else
     export KIT_GPU=off
     array_options=()
+    where=CPUs
 fi
 
 job=$(sbatch --parsable --array="1-$SHARDS" "${array_options[@]}" "${sbatch_options[@]}" \
     "$HERE/grade_array.sbatch" "$SUBMISSIONS" "$OUT")
 merge=$(sbatch --parsable --dependency="afterany:${job%%;*}" "${sbatch_options[@]}" "$HERE/merge.sbatch" "$OUT")
-echo "grading: job ${job%%;*} ($SHARDS shards on $($gpu && echo GPUs || echo CPUs)); gradebook: job ${merge%%;*} -> $OUT/gradebook.csv"
+echo "grading: job ${job%%;*} ($SHARDS shards on $where); gradebook: job ${merge%%;*} -> $OUT/gradebook.csv"
