@@ -3,11 +3,11 @@ usage errors; then, on a real Slurm, it grades a small class in 2 shards and the
 equals a local ``grader batch`` + ``grader gradebook``; a shard cancelled mid-way (scancel) keeps
 what it graded, and submitting again grades only what is left.
 
-The real-Slurm test is slow and opt-in: ``KIT_SLURM_TESTS=1`` starts a one-node Slurm of its own (Debian's slurm-wlm and
-munge, installed with apt when missing; needs root), with its config, state and logs in a
-temporary folder, and stops its daemons at the end; ``KIT_SLURM_TESTS=existing`` submits to the
-cluster that ``sbatch`` reaches (run pytest with ``--basetemp`` on a file system the compute nodes
-share; extra sbatch options such as ``--partition=...`` in ``KIT_SLURM_SBATCH_ARGS``).
+The real-Slurm test is slow and opt-in: ``KIT_SLURM_TESTS=1`` starts a one-node Slurm of its own
+(Debian's slurm-wlm and munge, installed with apt when missing; needs root), with its config,
+state and logs in a temporary folder, and stops its daemons at the end; ``KIT_SLURM_TESTS=existing``
+submits to the cluster that ``sbatch`` reaches (run pytest with ``--basetemp`` on a file system
+the compute nodes share; extra sbatch options such as ``--partition=...`` in ``KIT_SLURM_SBATCH_ARGS``).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def _start(root: Path, env: dict[str, str], daemons: list[subprocess.Popen]) -> 
 
 def _stop(daemons: list[subprocess.Popen], env: dict[str, str]) -> None:
     """Cancel every job of this cluster (slurmstepd outlives slurmd), then stop the daemons, last started first."""
-    subprocess.run(["scancel", "--full", "--user", "root"], env=env, capture_output=True, timeout=30)
+    subprocess.run(["scancel", "--user", "root"], env=env, capture_output=True, timeout=30)
     try:
         _until(lambda: not _squeue(env), 30, "jobs still listed after scancel")
     except AssertionError:
@@ -260,9 +260,12 @@ def test_submit_grades_in_shards_as_a_local_batch_and_resumes_a_cancelled_shard(
     assert f"{len(kept)} unchanged since graded, {4 - len(kept)} to grade" in logs[1], logs[1]
     assert "1 unchanged since graded, 0 to grade" in logs[2], logs[2]
     assert {name: (shard / name).read_bytes() for name in kept} == kept  # results graded before scancel: kept as they were
+
     python = [sys.executable, "-m", "grader"]
     started = time.monotonic()
     _run([*python, "batch", "class", "--out", "local", "--jobs", "2", *GRADER_ARGS], slurm, cwd=tmp_path)
-    subprocess.run([*python, "gradebook", "local", "--csv", "local/gradebook.csv"], cwd=tmp_path, capture_output=True)
+    summary = _run([*python, "gradebook", "local", "--csv", "local/gradebook.csv"], slurm, cwd=tmp_path)
     print(f"local batch + gradebook: {time.monotonic() - started:.0f} s")
+    assert "5 students (4 graded, 1 errors, 0 missing)" in summary  # the empty folder: an error row
+    assert "5 students (4 graded, 1 errors, 0 missing)" in (tmp_path / f"slurm-gradebook-{merge}.out").read_text()
     assert _gradebook(tmp_path / "out" / "gradebook.csv") == _gradebook(tmp_path / "local" / "gradebook.csv")
