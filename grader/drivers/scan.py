@@ -125,14 +125,9 @@ class Source:
     def _constants(self) -> dict[str, str]:
         """Names assigned exactly once, to a string the folder can compute."""
         assigned: dict[str, list[ast.AST]] = {}
-        for node in ast.walk(self.tree):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-                node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For)) else []
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        assigned.setdefault(name.id, []).append(
-                            node.value if isinstance(node, (ast.Assign, ast.NamedExpr)) else ast.Constant(None))
+        for names, value, exact in _bindings(self.tree):
+            for name in names:  # a name also bound otherwise (a loop, a parameter, +=) is not a constant
+                assigned.setdefault(name, []).append(value if exact and value is not None else ast.Constant(None))
         constants: dict[str, str] = {}
         for _ in range(3):  # names built from names
             for name, values in assigned.items():
@@ -172,36 +167,45 @@ class Source:
         bindings = list(_bindings(self.tree))
         modular = set(self.aliases)
         for _ in range(4):  # aliases of aliases
-            modular |= {name for names, value in bindings if value is not None and _root(value) in modular
+            modular |= {name for names, value, _ in bindings if value is not None and _root(value) in modular
                         for name in names}
-        return {name for names, _ in bindings for name in names} - modular
+        return {name for names, _, _ in bindings for name in names} - modular
 
     def finding(self, node: ast.AST, what: str) -> Finding:
         return Finding(self.file, getattr(node, "lineno", 0), what)
 
 
-def _bindings(tree: ast.Module) -> list[tuple[list[str], ast.AST | None]]:
-    """(names bound, the expression they are bound to or iterate over; None when unknown) for every binding."""
-    def names(target: ast.AST) -> list[str]:
-        return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+def _bound(target: ast.AST) -> list[str]:
+    """The names an assignment target binds (``a, *b = ...``: a and b; ``self.x = ...``, ``d[k] = ...``: none)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for item in target.elts for name in _bound(item)]
+    return []
 
-    found: list[tuple[list[str], ast.AST | None]] = []
+
+def _bindings(tree: ast.Module) -> list[tuple[list[str], ast.AST | None, bool]]:
+    """For every binding: the names bound, the expression they are bound to, iterate over or default
+    to (None when unknown), and whether they are bound to exactly that expression's value."""
+    found: list[tuple[list[str], ast.AST | None, bool]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
-            found += [(names(t), node.value) for t in node.targets]
+            found += [(_bound(t), node.value, True) for t in node.targets]
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
-            found.append((names(node.target), node.value))
+            found.append((_bound(node.target), node.value, not isinstance(node, ast.AugAssign)))
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            found.append((names(node.target), node.iter))
+            found.append((_bound(node.target), node.iter, False))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            found.append((names(node.optional_vars), node.context_expr))
+            found.append((_bound(node.optional_vars), node.context_expr, False))
         elif isinstance(node, ast.ExceptHandler) and node.name:
-            found.append(([node.name], None))
+            found.append(([node.name], None, False))
         elif isinstance(node, ast.arguments):
             params = [*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg]
             defaults = [None] * (len(node.posonlyargs) + len(node.args) - len(node.defaults)) + [*node.defaults]
             defaults += [*node.kw_defaults, None, None]
-            found += [([a.arg], d) for a, d in zip(params, defaults) if a is not None]
+            found += [([a.arg], d, False) for a, d in zip(params, defaults) if a is not None]
     return found
 
 

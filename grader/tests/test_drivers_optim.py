@@ -65,6 +65,8 @@ def test_the_scan_finds_delegation_through_computed_names(code):
     'from torch.optim import Optimizer\nclass AdaGrad(Optimizer):\n    @torch.no_grad()\n    def step(self):\n'
     '        s.addcmul_(g, g)\n        p.addcdiv_(g, s.sqrt().add_(eps), value=-lr)',
     'from . import _updates\nfrom ._updates import momentum_step',
+    'class SGD(torch.optim.Optimizer):\n    def step(self):\n        self.state[p]["sum"] = torch.zeros_like(p)\n'
+    '        return self.__dict__.setdefault("extra", {}), getattr(self, key)',  # self stays self
 ])
 def test_the_scan_leaves_ordinary_code_alone(code):
     assert drive.shortcuts(code) == []
