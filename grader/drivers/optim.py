@@ -17,15 +17,17 @@ judge (the oracle) through ``Local``: the same code, the same inputs, the same c
 from __future__ import annotations
 
 import ast
+import functools
 import io
-import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from ..session import Remote, Submission
+from . import scan
 from .local import Local
 
 RTOL, ATOL = 1e-5, 1e-5
@@ -383,103 +385,71 @@ def known_mistake(got: Run, kind: str, scenario: Scenario) -> str:
     return ""
 
 
-# -- the static scan: a first line before the run-time tripwires ---------------------------------
+# -- the static scan: the first line, before the run-time tripwires ---------------------------------
 
-_NAMES = {"SGD", "Adagrad", "sgd", "adagrad", "_functional", "_multi_tensor"}
-_TEXT_METHODS = {"upper", "lower", "strip", "title", "capitalize", "casefold"}
+# torch.optim's optimizers other than Optimizer itself, by class and by module, in the judge's torch.
+OPTIMIZERS = frozenset(name for name, value in vars(torch.optim).items() if isinstance(value, type)
+                       and issubclass(value, torch.optim.Optimizer) and value is not torch.optim.Optimizer)
+OPTIMIZER_MODULES = frozenset({module.rpartition(".")[2] for module in (getattr(torch.optim, name).__module__
+                                                                       for name in OPTIMIZERS)
+                               if module.startswith("torch.optim.")} | {"sgd", "adagrad", "_functional", "_multi_tensor"})
+SOURCE_RULE = ("P5 asks for SGD and AdaGrad written from scratch: optim.py, and every module of your package it "
+               "imports (__init__.py included), may not use torch.optim's optimizers other than "
+               "torch.optim.Optimizer (subclassing them included), their modules or functional forms "
+               "(torch.optim._functional, torch.optim.sgd.sgd...) or torch._foreach_* kernels, and no code there "
+               f"may reach modules or objects dynamically ({scan.DYNAMIC_WAYS}): see the handout, P5.")
 
 
 def _forbidden(name: str) -> bool:
-    """A name (or dotted module path) that reaches torch.optim's SGD / Adagrad or a fused kernel."""
-    return any(part in _NAMES or part.startswith(("_foreach_", "_fused_sgd", "_fused_adagrad"))
+    """A name (or dotted path) that reaches one of torch.optim's optimizers or a foreach / fused kernel."""
+    return any(part in OPTIMIZERS or part in OPTIMIZER_MODULES or part.startswith(("_foreach_", "_fused_"))
                for part in name.split("."))
 
 
-def _fold(node: ast.AST, constants: dict[str, str]) -> str | None:
-    """The string an expression always evaluates to, where constants decide it: literals,
-    ``+``, f-strings, ``"sep".join([...])``, ``.upper()`` and friends, ``[::-1]``, and names
-    assigned such a string once in the module."""
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.Name):
-        return constants.get(node.id)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _fold(node.left, constants), _fold(node.right, constants)
-        return None if left is None or right is None else left + right
-    if isinstance(node, ast.JoinedStr):
-        parts = [_fold(v.value if isinstance(v, ast.FormattedValue) else v, constants) for v in node.values]
-        return None if None in parts else "".join(parts)  # type: ignore[arg-type]
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-        text, s = _fold(node.value, constants), node.slice
-        steps = [None if part is None else _integer(part) for part in (s.lower, s.upper, s.step)]
-        if text is not None and all(v is None or type(v) is int for v in steps):
-            return text[slice(*steps)]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
-        owner = _fold(node.func.value, constants)
-        if owner is not None and node.func.attr in _TEXT_METHODS and not node.args:
-            return getattr(owner, node.func.attr)()
-        if owner is not None and node.func.attr == "join" and len(node.args) == 1 and isinstance(
-                node.args[0], (ast.List, ast.Tuple)):
-            parts = [_fold(item, constants) for item in node.args[0].elts]
-            return None if None in parts else owner.join(parts)  # type: ignore[arg-type]
-    return None
+def _own(dotted: str | None) -> bool:
+    """Whether a resolved name is one the submission defines (``optim.SGD`` after ``from . import optim``),
+    not one reached through a module of it (``optim.torch.optim.SGD``)."""
+    root, _, rest = (dotted or "").partition(".")
+    return (root == "" and bool(rest) or root == scan.PACKAGE) and len(rest.split(".")) <= 2
 
 
-def _integer(node: ast.AST) -> int | str:
-    """A literal int (``-1`` included), or "?"."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        value = _integer(node.operand)
-        return -value if type(value) is int else "?"
-    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else "?"
-
-
-def _constants(tree: ast.Module) -> dict[str, str]:
-    """Names assigned exactly once, to a string the folder can compute."""
-    assigned: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    assigned.setdefault(target.id, []).append(node.value)
-    constants: dict[str, str] = {}
-    for _ in range(3):  # names built from names
-        for name, values in assigned.items():
-            if len(values) == 1 and (text := _fold(values[0], constants)) is not None:
-                constants[name] = text
-    return constants
-
-
-def _callee(node: ast.Call) -> str:
-    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(
-        node.func, ast.Attribute) else ""
-
-
-def shortcuts(source: str) -> list[str]:
-    """Uses of torch.optim's own SGD / Adagrad (classes, functional forms, their modules),
-    torch._foreach_* kernels or module reloading in the code, following computed names where
-    constants decide them (``getattr(torch.optim, "S" + "GD")``, ``importlib.import_module(f"torch.optim.{x}")``)."""
-    tree = ast.parse(source)
-    constants = _constants(tree)
+def delegation(source: scan.Source) -> list[scan.Finding]:
+    """Uses of torch.optim's own optimizers (classes, modules, functional forms) or foreach / fused
+    kernels in one module, by name, by alias or by a string the scan can compute."""
     found = []
-    for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Attribute) and _forbidden(node.attr):
-            found.append(f"line {line}: .{node.attr}")
-        elif isinstance(node, ast.Name) and node.id.startswith("_foreach_"):
-            found.append(f"line {line}: {node.id}")
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.Attribute) and _forbidden(node.attr) and not _own(source.dotted(node)):
+            found.append(source.finding(node, ast.unparse(node)[:80]))
+        elif isinstance(node, ast.Name) and (node.id.startswith(("_foreach_", "_fused_")) or (
+                not _own(alias := source.aliases.get(node.id, "")) and _forbidden(alias))):
+            found.append(source.finding(node, f"{node.id} ({source.aliases.get(node.id, node.id)})"))
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
-            found += [f"line {line}: from {node.module} import {a.name}" for a in node.names
+            found += [source.finding(node, f"from {node.module} import {a.name}") for a in node.names
                       if _forbidden(a.name) or _forbidden(node.module or "")]
         elif isinstance(node, ast.Import):
-            found += [f"line {line}: import {a.name}" for a in node.names if _forbidden(a.name)]
-        elif isinstance(node, ast.Call) and _callee(node) == "reload":
-            found.append(f"line {line}: {_callee(node)}(...)")
-        elif isinstance(node, ast.Call) and _callee(node) in ("getattr", "hasattr", "import_module", "__import__",
-                                                               "eval", "exec", "compile"):
-            texts = [t for t in (_fold(arg, constants) for arg in node.args[:2]) if t is not None]
-            found += [f"line {line}: {_callee(node)}(..., {t!r})" for t in texts
-                      if _forbidden(t) or (_callee(node) in ("eval", "exec", "compile") and re.search(
-                          r"\b(SGD|Adagrad|_foreach_\w*)\b", t))]
-        elif isinstance(node, ast.Subscript) and _forbidden(text := _fold(node.slice, constants) or ""):
-            found.append(f"line {line}: [{text!r}]")
+            found += [source.finding(node, f"import {a.name}") for a in node.names if _forbidden(a.name)]
+    found += [scan.Finding(source.file, line, repr(text)) for line, text in source.asked_by_string(keys=True)
+              if _forbidden(text)]
     return found
+
+
+def shortcuts(text: str, file: str = "optim.py") -> list[scan.Finding]:
+    """What P5's rule forbids in one module's text: delegation, and dynamic ways of reaching code."""
+    source = scan.Source(text, file)
+    return sorted(set(delegation(source) + scan.dynamic(source)), key=lambda f: (f.line, f.what))
+
+
+@functools.lru_cache(maxsize=8)
+def source_findings(folder: Path) -> tuple[scan.Finding, ...]:
+    """P5's rule over optim.py and every module of the submission in ``folder`` it imports."""
+    sources, problems = scan.package(folder, "optim")
+    found = [finding for source in sources for finding in delegation(source) + scan.dynamic(source)]
+    return tuple(problems + sorted(set(found), key=lambda f: (f.file != "optim.py", f.file, f.line, f.what)))
+
+
+def assert_written_here(folder: Path) -> None:
+    """Fail (with the rule, each file and line) if the submission's source breaks P5's rule."""
+    found = source_findings(folder)
+    if found:
+        listed = "; ".join(map(str, found[:8])) + (f"; and {len(found) - 8} more" if len(found) > 8 else "")
+        raise AssertionError(f"{SOURCE_RULE} Found: {listed}")

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grader import wire
+from grader.drivers import scan
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 # Unit roundoff u of each dtype (half the gap between 1.0 and the next float).
@@ -294,41 +295,25 @@ FORBIDDEN = {
 
 
 class FormCheck:
-    """The form rules on one source text: which listed functions call no einops, which code uses the old way."""
+    """The form rules on one source text: which listed functions call no einops, which code uses the
+    old way or reaches code dynamically (the scanner all source checks share, ``grader/drivers/scan.py``)."""
 
     def __init__(self, source: str) -> None:
-        self.tree = ast.parse(source)
-        self.aliases = self._aliases()
+        self.source = scan.Source(source, "einsum.py")
+        self.tree = self.source.tree
+        for node in ast.walk(self.tree):  # a star import binds whatever it binds: assume the names that matter
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level and any(
+                    alias.name == "*" for alias in node.names):
+                names = EINOPS_FUNCTIONS if node.module.split(".")[0] == "einops" else [*FORBIDDEN, "einsum"]
+                for name in names:
+                    self.source.aliases.setdefault(name, f"{node.module}.{name}")
+        self.aliases = self.source.aliases
         self.functions = {node.name: node for node in self.tree.body
                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
-    def _aliases(self) -> dict[str, str]:
-        """Local name -> the dotted name it was imported as (``e`` -> ``einops``, ``r`` -> ``einops.rearrange``)."""
-        aliases: dict[str, str] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    root = alias.name.split(".")[0]
-                    aliases[alias.asname or root] = alias.name if alias.asname else root
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    if alias.name != "*":
-                        aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-                    else:  # a star import binds whatever it binds: assume the names that matter here
-                        names = EINOPS_FUNCTIONS if node.module.split(".")[0] == "einops" else [*FORBIDDEN, "einsum"]
-                        for name in names:
-                            aliases.setdefault(name, f"{node.module}.{name}")
-        return aliases
-
     def dotted(self, node: ast.AST) -> str | None:
         """``e.rearrange`` -> ``einops.rearrange`` (None when the root is not a name)."""
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        return ".".join([self.aliases.get(node.id, node.id), *reversed(parts)])
+        return self.source.dotted(node)
 
     @staticmethod
     def is_einops(name: str | None) -> bool:
@@ -360,6 +345,9 @@ class FormCheck:
             what = self._forbidden(node)
             if what:
                 messages.append(f"einsum.py {where.get(id(node), '?')}: {what}")
+        messages += [f"einsum.py line {line}: uses getattr(..., {name!r}); use einops.{FORBIDDEN[name]}"
+                     for line, name in self.source.asked_by_string() if name in FORBIDDEN]
+        messages += [f"{found}: {scan.DYNAMIC_RULE}" for found in scan.dynamic(self.source)]
         return messages
 
     def _forbidden(self, node: ast.AST) -> str | None:
@@ -374,9 +362,6 @@ class FormCheck:
             last = target.split(".")[-1]
             if last in FORBIDDEN or last == "einsum":
                 return f"uses {target} (imported as {node.id}); use einops.{FORBIDDEN.get(last, 'einsum')}"
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in FORBIDDEN):
-            return f"uses getattr(..., {node.args[1].value!r}); use einops.{FORBIDDEN[node.args[1].value]}"
         return None
 
 

@@ -1,4 +1,5 @@
-"""P5's judge-side driver (grader/drivers/optim.py): the source scan follows computed names,
+"""P5's judge-side driver (grader/drivers/optim.py): the source scan follows computed names and
+the package's own imports,
 mismatch messages locate the difference, hints name a mistake only when it matches, and the
 judge-side adapter returns copies as the wire does."""
 
@@ -32,6 +33,26 @@ KIT = Path(__file__).resolve().parents[2]
     'import torch.optim.adagrad',
     'torch.optim.SGD(params)',
     'torch._foreach_mul_(params, 0.9)',
+    # any torch.optim optimizer but Optimizer, by class, alias or type(...)
+    'SGD = type("SGD", (torch.optim.SGD,), {"__module__": "torch.optim.sgd"})',
+    'from torch.optim import Adam as Plain\nclass SGD(Plain): pass',
+    'import torch.optim as o\nclass AdaGrad(o.Adagrad): pass',
+    # dynamic ways of reaching code, whatever they reach
+    'name = "S"\nname = name + "GD"\ngetattr(torch.optim, name)',  # assigned twice: not a constant
+    'getattr(torch.optim, "".join(map(chr, [83, 71, 68])))',
+    'import torch.optim as m\nx = m\ngetattr(x, key)',
+    'functools.reduce(getattr, ["optim", key], torch)',
+    'import gc\n[o for o in gc.get_objects() if type(o).__name__ == "Dispatcher"]',
+    'import inspect',
+    'from importlib import import_module',
+    'import ctypes',
+    'sys._getframe(1).f_locals',
+    'torch.optim.Optimizer.step.__closure__[0].cell_contents',
+    'torch.optim.Optimizer.__subclasses__()',
+    'operator.attrgetter(key)(torch.optim)',
+    'torch.optim.__dict__[key]',
+    'from sys import modules',
+    'pickle.loads(payload)',
 ])
 def test_the_scan_finds_delegation_through_computed_names(code):
     assert drive.shortcuts(code), code
@@ -39,16 +60,60 @@ def test_the_scan_finds_delegation_through_computed_names(code):
 
 @pytest.mark.parametrize("code", [
     'getattr(group, "lr")',
-    'name = "S"\nname = name + "GD"\ngetattr(torch.optim, name)',  # assigned twice: not a constant
+    'def f(self, group, key):\n    return getattr(self, key), getattr(group["params"][0], key), self.__dict__',
     'class SGD(torch.optim.Optimizer):\n    """Unlike torch.optim.SGD, mine."""',
+    'from torch.optim import Optimizer\nclass AdaGrad(Optimizer):\n    @torch.no_grad()\n    def step(self):\n'
+    '        s.addcmul_(g, g)\n        p.addcdiv_(g, s.sqrt().add_(eps), value=-lr)',
+    'from . import _updates\nfrom ._updates import momentum_step',
+    'class SGD(torch.optim.Optimizer):\n    def step(self):\n        self.state[p]["sum"] = torch.zeros_like(p)\n'
+    '        return self.__dict__.setdefault("extra", {}), getattr(self, key)',  # self stays self
 ])
 def test_the_scan_leaves_ordinary_code_alone(code):
     assert drive.shortcuts(code) == []
 
 
+def test_a_finding_names_the_file_and_the_line():
+    found = drive.shortcuts('import torch\n\nclass SGD(torch.optim.SGD):\n    pass\n', "helper.py")
+    assert [str(f) for f in found] == ["helper.py line 3: torch.optim.SGD"]
+
+
+def _package(folder: Path, **modules: str) -> Path:
+    folder.mkdir()
+    for name, text in {"__init__": "", "optim": "import torch\n", **modules}.items():
+        (folder / f"{name}.py").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("imports", ["from ._impl import SGD", "from . import _impl", "import assignment._impl",
+                                     "from assignment._impl import SGD", "from assignment import _impl"])
+def test_the_package_scan_follows_the_packages_own_imports(imports, tmp_path):
+    folder = _package(tmp_path / "assignment", optim=imports + "\n",
+                      _impl='import torch\nSGD = type("SGD", (torch.optim.SGD,), {})\n')
+    assert [str(f) for f in drive.source_findings(folder)] == ["_impl.py line 2: torch.optim.SGD"]
+
+
+def test_the_package_scan_reads_init_and_what_it_imports(tmp_path):
+    folder = _package(tmp_path / "assignment", __init__="from . import _setup\n", _setup="import gc\n")
+    assert [str(f) for f in drive.source_findings(folder)] == ["_setup.py line 1: import gc"]
+
+
+def test_the_package_scan_names_imports_of_files_the_submission_lacks(tmp_path):
+    folder = _package(tmp_path / "assignment", optim="from . import _written_later\n")
+    assert [f.what for f in drive.source_findings(folder)] == [
+        "imports assignment._written_later, which is not a file of the submission"]
+
+
+def test_helpers_in_a_second_module_and_unrelated_modules_pass(tmp_path):
+    helpers = "import torch\n\ndef decayed(p, g, wd):\n    return g.add(p, alpha=wd) if wd else g\n"
+    folder = _package(tmp_path / "assignment", optim=(KIT / "solutions" / "optim.py").read_text()
+                      + "\nfrom ._updates import decayed\n", _updates=helpers, __init__="from . import optim\n",
+                      amp="import importlib\nOPT = torch.optim.AdamW\n")  # not imported by optim or __init__
+    assert drive.source_findings(folder) == ()
+
+
 @pytest.mark.parametrize("package", ["solutions", "assignment"])
 def test_the_reference_and_the_stubs_pass_the_scan(package):
-    assert drive.shortcuts((KIT / package / "optim.py").read_text()) == []
+    assert drive.source_findings(KIT / package) == ()
 
 
 def test_a_mismatch_names_the_step_the_parameter_the_index_and_both_values():
