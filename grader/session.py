@@ -8,8 +8,9 @@ Stateful code is driven from the judge through objects the worker holds (``Remot
 ``sub.new("optim.SGD", [p], lr=0.1)`` builds a submission class there, ``sub.lib("torch.nn.
 Parameter", t)`` a library object; ``opt.call("step")``, ``p.get("grad")``, ``p.set("grad", g)``
 and ``p.read()`` drive and read them step by step, and ``sub.callback(fn)`` passes a judge
-function the submission may call (a closure) while the one call it is passed to runs. Every loop, loss, gradient and expected value is
-computed in the judge; the worker only runs the submission's own code.
+function the submission may call (a closure) while the one call it is passed to runs. Every
+loop, loss, gradient and expected value is computed in the judge; the worker only runs the
+submission's own code.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ objects with weights the judge sends; the submission's functions called on them;
 Architectures are written once as recipes (qualified layer names and arguments), built either in the
 worker (the submission's inputs) or here (the oracles). The precision a step ran in is read from the
 values it returns and the parameters it leaves, never from hooks the worker could call itself; an
-inf/NaN gradient is put in by a hook made of library functions. Memory is measured from outside the worker: its resident set in ``/proc/<pid>/status`` and, on a GPU,
-its device memory as the NVIDIA driver reports it.
+inf/NaN gradient is put in by a hook made of library functions. Memory is measured from outside the
+worker: its resident set in ``/proc/<pid>/status`` and, on a GPU, its device memory as the NVIDIA
+driver reports it.
 """
 
 from __future__ import annotations
@@ -136,8 +137,8 @@ class Trainer:
             corrupt = self.sub.lib("functools.partial", library_function(self.sub, "torch.full_like"),
                                    fill_value=float(poison))
             hook = self.layers[0].get("weight", keep=True).call("register_hook", corrupt, keep=True)
-        result = self.sub.outcome("amp.train_step", self.model, held_tuple(self.sub, x, y), self.loss_fn, self.optimizer,
-                                  scaler=self.scaler, precision=precision, max_grad_norm=max_grad_norm)
+        result = self.sub.outcome("amp.train_step", self.model, held_tuple(self.sub, x, y), self.loss_fn,
+                                  self.optimizer, scaler=self.scaler, precision=precision, max_grad_norm=max_grad_norm)
         if hook is not None:
             hook.call("remove")
         return result

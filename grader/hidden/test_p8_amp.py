@@ -332,7 +332,8 @@ def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
     assert abs(want - theirs) > 10 * (rtol * abs(want) + 1e-12), f"inputs where {precision} and {other} agree"
     how = ("no autocast" if precision == "fp32" else
            f"torch.autocast(x.device.type, dtype={DTYPES[precision]}) around forward and loss")
-    call = describe(precision, scaler, None, f" on CPU tensors x = {VISIBLE_OFFSET:g} + noise, y the fp32 model's output")
+    call = describe(precision, scaler, None,
+                    f" on CPU tensors x = {VISIBLE_OFFSET:g} + noise, y the fp32 model's output")
     trainer, results, _ = run_steps(sub, state, x, y, precision, scaler)
     result = check_result(results[0], call)
     assert close(result["loss"], want, rtol), (
@@ -678,7 +679,8 @@ def test_bf16_training_is_faster_than_fp32(sub):
         optimizer = sub.lib("torch.optim.SGD", model.call("parameters", keep=True), lr=lr)
         loss_fn = sub.lib("torch.nn.MSELoss")
         small = sub.lib("itertools.repeat", held["small"]).get("__next__", keep=True)
-        warm_up[precision] = sub.call("amp.train", model, small, loss_fn, optimizer, 2, precision=precision, timeout=120)
+        warm_up[precision] = sub.call("amp.train", model, small, loss_fn, optimizer, 2, precision=precision,
+                                      timeout=120)
         large = sub.lib("itertools.repeat", held["large"]).get("__next__", keep=True)
         start = time.perf_counter()
         losses[precision] = sub.call("amp.train", model, large, loss_fn, optimizer, steps, precision=precision,
