@@ -320,8 +320,7 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
 @settings(max_examples=12)
 @given(setup=setups(), precision=st.sampled_from(["fp32", "bf16", "fp16"]))
 def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
-    """Forward and loss run under autocast on the batch's device in the chosen dtype (none for fp32):
-    the loss and the update are that precision's, where 16-bit rounding shows"""
+    """Forward and loss run under autocast on the batch's device in the chosen dtype (none for fp32), as the loss and update show"""
     seed, width, n = setup
     state, x, y = visible_case(seed, width, n)
     scaler = {"init_scale": 256.0} if precision == "fp16" else None
