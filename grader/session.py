@@ -8,8 +8,9 @@ Stateful code is driven from the judge through objects the worker holds (``Remot
 ``sub.new("optim.SGD", [p], lr=0.1)`` builds a submission class there, ``sub.lib("torch.nn.
 Parameter", t)`` a library object; ``opt.call("step")``, ``p.get("grad")``, ``p.set("grad", g)``
 and ``p.read()`` drive and read them step by step, and ``sub.callback(fn)`` passes a judge
-function the submission may call (a closure). Every loop, loss, gradient and expected value is
-computed in the judge; the worker only runs the submission's own code.
+function the submission may call (a closure) while the one call it is passed to runs. Every
+loop, loss, gradient and expected value is computed in the judge; the worker only runs the
+submission's own code.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ class Submission:
         self.deadline = deadline
         self.call_seconds = call_seconds
         self._next_id = 0
-        self._callbacks: dict[int, Callable[..., Any]] = {}
+        self._issued = 0
+        self._callbacks: dict[int, Callable[..., Any]] = {}  # handed out, not yet passed to a call
+        self._in_flight: dict[int, tuple[int, Callable[..., Any]]] = {}  # passed: token -> (call id, function)
         self._rule = ""
 
     def _send(self, message: dict, what: str, timeout: float | None) -> Any:
@@ -112,10 +115,14 @@ class Submission:
         if self.deadline is not None:  # no call runs past the submission's time budget
             timeout = max(0.5, min(timeout, self.deadline - time.monotonic()))
         failures: list[BaseException] = []
+        tokens = self._bind_callbacks(message, number)
         try:
-            answer = self.backend.request(message, timeout, lambda frame: self._run_callback(frame, failures))
+            answer = self.backend.request(message, timeout, lambda frame: self._run_callback(frame, number, failures))
         except WorkerFailure as exc:
             raise StudentError(f"{what}: {exc}") from None
+        finally:
+            for token in tokens:  # a callback lives as long as the call it was passed to
+                del self._in_flight[token]
         if failures:  # a judge callback failed (a nested call, an assertion): that is the test's failure
             raise failures[0]
         if answer.get("id") != number:
@@ -135,10 +142,26 @@ class Submission:
             return Remote(self, value, str(answer.get("kept", "?")), self.backend.restarts)
         return value
 
-    def _run_callback(self, frame: dict, failures: list[BaseException]) -> dict:
-        """Run the judge function a ``callback`` frame names; its value (or failure) is the return frame."""
+    def _bind_callbacks(self, message: dict, number: int) -> list[int]:
+        """Bind the callbacks among a request's arguments to that request (call ``number``): each was
+        handed out by ``callback`` for this one call and is refused once the call has returned."""
+        tokens = list(dict.fromkeys(_callback_tokens(message)))
+        reused = [token for token in tokens if token not in self._callbacks]
+        if reused:
+            raise ValueError(f"judge callback(s) {reused} passed to a second call: make a fresh one per call")
+        for token in tokens:
+            self._in_flight[token] = (number, self._callbacks.pop(token))
+        return tokens
+
+    def _run_callback(self, frame: dict, number: int, failures: list[BaseException]) -> dict:
+        """Run the judge function a ``callback`` frame names, if it was passed to call ``number`` (the
+        call now running); its value (or failure) is the return frame."""
         try:
-            function = self._callbacks[frame.get("callback")]
+            token = frame.get("callback")
+            call, function = self._in_flight.get(token, (None, None)) if type(token) is int else (None, None)
+            if call != number or function is None:
+                raise StudentError(f"the submission called judge callback {token!r} outside the call it was passed "
+                                   "to: a callback may only be called while that call runs")
             args, kwargs = wire.decode(frame.get("args", [])), wire.decode(frame.get("kwargs", {"$t": "dict", "items": []}))
             if type(args) is not list or type(kwargs) is not dict:
                 raise wire.WireError("bad callback arguments")
@@ -180,10 +203,11 @@ class Submission:
                                          keep=True), what)
 
     def callback(self, function: Callable[..., Any]) -> wire.Callback:
-        """A judge function the submission may call (e.g. an optimizer's closure); pass it as an argument."""
-        number = len(self._callbacks) + 1
-        self._callbacks[number] = function
-        return wire.Callback(number)
+        """A judge function the submission may call (e.g. an optimizer's closure); pass it as an argument
+        of one call: the submission may call it while that call runs, and never after it returned."""
+        self._issued += 1
+        self._callbacks[self._issued] = function
+        return wire.Callback(self._issued)
 
     @contextmanager
     def forbidding(self, names: list[str], rule: str) -> Iterator[None]:
@@ -278,6 +302,17 @@ class Remote:
 
     def release(self) -> None:
         self.owner._send({"$type": "release", "handles": [self.ref.id]}, f"releasing {self}", None)
+
+
+def _callback_tokens(encoded: Any) -> list[int]:
+    """The ids of the judge callbacks in an encoded message (tagged ``{"$t": "callback"}``)."""
+    if type(encoded) is list:
+        return [token for item in encoded for token in _callback_tokens(item)]
+    if type(encoded) is not dict:
+        return []
+    if encoded.get("$t") == "callback":
+        return [encoded["id"]]
+    return [token for item in encoded.values() for token in _callback_tokens(item)]
 
 
 def _refs(value: Any) -> Any:

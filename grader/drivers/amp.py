@@ -2,10 +2,11 @@
 objects with weights the judge sends; the submission's functions called on them; the results read back.
 
 Architectures are written once as recipes (qualified layer names and arguments), built either in the
-worker (the submission's inputs) or here (the oracles). Hooks the judge needs (the dtypes the Linear
-layers produce, whether autocast is on while the loss runs, an inf/NaN gradient) are judge callbacks.
-Memory is measured from outside the worker: its resident set in ``/proc/<pid>/status`` and, on a GPU,
-its device memory as the NVIDIA driver reports it.
+worker (the submission's inputs) or here (the oracles). The precision a step ran in is read from the
+values it returns and the parameters it leaves, never from hooks the worker could call itself; an
+inf/NaN gradient is put in by a hook made of library functions. Memory is measured from outside the
+worker: its resident set in ``/proc/<pid>/status`` and, on a GPU, its device memory as the NVIDIA
+driver reports it.
 """
 
 from __future__ import annotations
@@ -96,51 +97,51 @@ def gradients(sub: Submission, module: Remote) -> list[torch.Tensor | None]:
     return sub.lib("builtins.list", grads).read()
 
 
-class Trainer:
-    """An MLP with the judge's weights, an SGD optimizer over its parameters, mse loss (an
-    ``nn.MSELoss`` module) and optionally a CPU GradScaler, all in the worker; ``step`` calls the
-    submission's ``train_step`` on them.
+def library_function(sub: Submission, qualified: str) -> Remote:
+    """The library function ``module.name`` itself (not called), held in the worker."""
+    module, _, name = qualified.rpartition(".")
+    return sub.lib("builtins.getattr", sub.lib("importlib.import_module", module), name)
 
-    ``record=True`` hooks the Linear layers and the loss so that each step records the dtypes the
-    Linear layers produced and whether autocast was on while the loss ran (asked of the worker's
-    torch from inside the hook). ``step(poison="inf")`` replaces the first weight's gradient by
-    inf (or NaN) during that backward pass.
+
+LOSSES = ("mse", "dot")
+
+
+class Trainer:
+    """An MLP with the judge's weights, an SGD optimizer over its parameters, a loss and optionally a
+    CPU GradScaler, all in the worker; ``step`` calls the submission's ``train_step`` on them.
+
+    The loss is ``nn.MSELoss`` ("mse") or ``einsum("ij,ij->", prediction, y)`` ("dot"): a matmul, which
+    autocast runs in 16 bits, so only a loss computed inside autocast accepts a 16-bit prediction and
+    a float32 ``y``. ``step(poison="inf")`` replaces the first weight's gradient by inf (or NaN) during
+    that backward pass (a tensor hook ``torch.full_like``, removed after the step).
     """
 
     def __init__(self, sub: Submission, state: dict[str, torch.Tensor], lr: float = 0.1,
-                 scaler: dict | None = None, record: bool = False, poison: bool = False) -> None:
+                 scaler: dict | None = None, loss: str = "mse") -> None:
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.sub = sub
         width, d_in = state["0.weight"].shape
-        self.model, layers = remote_sequential(sub, mlp(d_in, width, state["2.weight"].shape[0]))
+        self.model, self.layers = remote_sequential(sub, mlp(d_in, width, state["2.weight"].shape[0]))
         load(sub, self.model, state)
         self.optimizer = sub.lib("torch.optim.SGD", self.model.call("parameters", keep=True), lr=lr)
         self.scaler = sub.lib("torch.amp.GradScaler", "cpu", **scaler) if scaler is not None else None
-        self.loss_fn = sub.lib("torch.nn.MSELoss")
-        self.linear_dtypes: list[torch.dtype] = []
-        self.autocast_in_loss: list[bool] = []
-        self.poison: str | None = None
-        if record:
-            for layer in (layers[0], layers[2]):
-                layer.call("register_forward_hook", sub.callback(self._record_output))
-            self.loss_fn.call("register_forward_pre_hook", sub.callback(self._record_autocast))
-        if poison:
-            layers[0].get("weight", keep=True).call("register_hook", sub.callback(self._corrupt))
-
-    def _record_output(self, module: Any, inputs: Any, output: Any) -> None:
-        self.linear_dtypes.append(output.dtype if isinstance(output, torch.Tensor) else type(output))
-
-    def _record_autocast(self, module: Any, inputs: Any) -> None:
-        self.autocast_in_loss.append(self.sub.lib("torch.is_autocast_enabled", "cpu").read())
-
-    def _corrupt(self, grad: torch.Tensor) -> torch.Tensor | None:
-        return None if self.poison is None else torch.full_like(grad, float(self.poison))
+        self.loss_fn = sub.lib("torch.nn.MSELoss") if loss == "mse" else \
+            sub.lib("functools.partial", library_function(sub, "torch.einsum"), "ij,ij->")
 
     def step(self, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32", max_grad_norm: float | None = None,
              poison: str | None = None) -> Any:
         """``amp.train_step``'s result (or ``wire.Raised``) on the batch (x, y)."""
-        self.poison = poison
-        return self.sub.outcome("amp.train_step", self.model, held_tuple(self.sub, x, y), self.loss_fn, self.optimizer, scaler=self.scaler,
-                                precision=precision, max_grad_norm=max_grad_norm)
+        hook = None
+        if poison is not None:
+            corrupt = self.sub.lib("functools.partial", library_function(self.sub, "torch.full_like"),
+                                   fill_value=float(poison))
+            hook = self.layers[0].get("weight", keep=True).call("register_hook", corrupt, keep=True)
+        result = self.sub.outcome("amp.train_step", self.model, held_tuple(self.sub, x, y), self.loss_fn,
+                                  self.optimizer, scaler=self.scaler, precision=precision, max_grad_norm=max_grad_norm)
+        if hook is not None:
+            hook.call("remove")
+        return result
 
     def parameters(self) -> dict[str, torch.Tensor]:
         return parameters(self.sub, self.model)
@@ -152,10 +153,12 @@ class Trainer:
         return None if self.scaler is None else self.scaler.call("get_scale")
 
 
-def train(sub: Submission, state: dict[str, torch.Tensor], batches: list, steps: Any, lr: float) -> dict:
-    """``amp.train`` on an MLP and SGD in the worker; ``get_batch`` is a judge callback that hands
-    out ``batches`` in order. Returns the losses (or ``wire.Raised``), the number of get_batch calls,
-    the parameters and which gradients are None afterwards."""
+def train(sub: Submission, state: dict[str, torch.Tensor], batches: list, steps: Any, lr: float,
+          **options: Any) -> dict:
+    """``amp.train`` on an MLP and SGD in the worker (``options``: its precision, max_grad_norm);
+    ``get_batch`` is a judge callback that hands out ``batches`` in order. Returns the losses (or
+    ``wire.Raised``), the number of get_batch calls, the parameters and which gradients are None
+    afterwards."""
     trainer = Trainer(sub, state, lr=lr)
     calls = [0]
 
@@ -163,7 +166,8 @@ def train(sub: Submission, state: dict[str, torch.Tensor], batches: list, steps:
         calls[0] += 1
         return batches[(calls[0] - 1) % len(batches)]  # crosses to the worker as data
 
-    losses = sub.outcome("amp.train", trainer.model, sub.callback(get_batch), trainer.loss_fn, trainer.optimizer, steps)
+    losses = sub.outcome("amp.train", trainer.model, sub.callback(get_batch), trainer.loss_fn, trainer.optimizer, steps,
+                         **options)
     return {"losses": losses, "calls": calls[0], "params": trainer.parameters(), "grads_none": trainer.grads_none()}
 
 

@@ -3,9 +3,10 @@
 The judge drives the submission (grader/drivers/amp.py): it builds the model, the SGD optimizer,
 the ``nn.MSELoss`` and the CPU ``GradScaler`` in the worker as library objects with the weights it
 sends, calls ``amp.train_step``/``amp.train``/``amp.checkpointed`` on them, and reads back the
-parameters, gradients, scale and returned values. Hooks it needs (the dtypes the Linear layers
-produce, autocast on while the loss runs, an inf/NaN gradient) are judge callbacks. Nothing but the
-submission's code and library objects runs in the worker. The oracles run here, in the judge: the
+parameters, gradients, scale and returned values. The precision a step ran in is shown by those values,
+on inputs where 16-bit rounding shows (a 16-bit step's loss and update are far from an fp32 step's),
+never by hooks the worker could call itself. Nothing but the submission's code and library objects
+runs in the worker. The oracles run here, in the judge: the
 same model built from the same weights, the loss computed by hand (under
 ``torch.autocast("cpu", dtype)`` for bf16/fp16), ``torch.nn.utils.clip_grad_norm_`` for the
 pre-clip norm and the clipped gradients, a plain SGD update, a local ``torch.amp.GradScaler`` for
@@ -43,6 +44,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 RTOL = 1e-5
 RTOL_16 = 2e-2
 ATOL_PARAMS = 1e-6
+VISIBLE_OFFSET = 256.0  # bf16 spaces numbers near 256 by 2, fp16 by 0.25: a cast moves them visibly
 
 
 # --- oracle ---------------------------------------------------------------------------------------
@@ -67,14 +69,20 @@ def oracle_model(state: dict[str, torch.Tensor]) -> torch.nn.Sequential:
     return model
 
 
-def oracle_step(state, x, y, precision: str = "fp32", max_grad_norm: float | None = None, lr: float = 0.1):
+def dot_loss(prediction: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The Trainer's "dot" loss: a matmul, so autocast runs it in 16 bits."""
+    return torch.einsum("ij,ij->", prediction, y)
+
+
+def oracle_step(state, x, y, precision: str = "fp32", max_grad_norm: float | None = None, lr: float = 0.1,
+                loss_fn=F.mse_loss):
     """(loss, pre-clip norm or None, parameters after one SGD step), computed by hand."""
     model = oracle_model(state)
     if precision == "fp32":
-        loss = F.mse_loss(model(x), y)
+        loss = loss_fn(model(x), y)
     else:
         with torch.autocast("cpu", dtype=DTYPES[precision]):
-            loss = F.mse_loss(model(x), y)
+            loss = loss_fn(model(x), y)
     loss.backward()
     norm = None
     if max_grad_norm is not None:
@@ -88,6 +96,20 @@ def oracle_norm(state, x, y, precision: str = "fp32") -> float:
     with torch.autocast("cpu", dtype=DTYPES[precision], enabled=precision != "fp32"):
         F.mse_loss(model(x), y).backward()
     return float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]))
+
+
+def visible_case(seed: int, width: int, n: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    """A model and a batch on which 16-bit rounding shows: x = 256 + noise loses up to 1 (bf16) or
+    0.125 (fp16) in the cast, the first layer's rows are centred so that its float32 outputs stay
+    near 1 however large x is, and y is the float32 model's own prediction. An fp32 step has loss 0
+    and leaves the parameters where they are; a 16-bit step's loss is its rounding error (seen over
+    widths 1-32 and batches 1-16: bf16 6e-4 to 0.8, fp16 3e-6 to 0.02) and moves them by 0.01 or more."""
+    state = model_state(seed, width)
+    state["0.weight"] = state["0.weight"] - state["0.weight"].mean(dim=1, keepdim=True)
+    x = batch(seed, n)[0] + VISIBLE_OFFSET
+    with torch.no_grad():
+        y = oracle_model(state)(x)
+    return state, x, y
 
 
 def max_param_diff(got: dict, want: dict) -> float:
@@ -135,10 +157,10 @@ def scalers() -> st.SearchStrategy[dict | None]:
 # --- train_step -----------------------------------------------------------------------------------
 
 def run_steps(sub, state, x, y, precision="fp32", scaler=None, max_grad_norm=None, lr=0.1, poisons=(None,),
-              record=False):
+              loss="mse"):
     """``amp.train_step`` once per entry of ``poisons`` on a Trainer built in the worker: the trainer
     (to read back parameters and gradients), the results, and the scale after each step."""
-    trainer = drive.Trainer(sub, state, lr=lr, scaler=scaler, record=record, poison=any(poisons))
+    trainer = drive.Trainer(sub, state, lr=lr, scaler=scaler, loss=loss)
     results, scales = [], []
     for poison in poisons:
         results.append(trainer.step(x, y, precision, max_grad_norm, poison))
@@ -298,24 +320,36 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
 @settings(max_examples=12)
 @given(setup=setups(), precision=st.sampled_from(["fp32", "bf16", "fp16"]))
 def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
-    """Forward and loss run under autocast on the batch's device in the chosen dtype (none for fp32)"""
+    """Forward and loss run under autocast on the batch's device in the chosen dtype (none for fp32), as the loss and update show"""
     seed, width, n = setup
-    state, (x, y) = model_state(seed, width), batch(seed, n)
+    state, x, y = visible_case(seed, width, n)
     scaler = {"init_scale": 256.0} if precision == "fp16" else None
-    trainer, results, scales = run_steps(sub, state, x, y, precision, scaler, record=True)
-    call = describe(precision, scaler, None, " on CPU tensors")
+    other = "bf16" if precision == "fp32" else "fp32"
+    (want, _, want_params), (theirs, _, their_params) = (oracle_step(state, x, y, p) for p in (precision, other))
+    rtol = RTOL if precision == "fp32" else RTOL_16
+    # A grading check of the inputs: the two precisions' losses lie far outside each other's tolerance.
+    assert abs(want - theirs) > 10 * (rtol * abs(want) + 1e-12), f"inputs where {precision} and {other} agree"
+    how = ("no autocast" if precision == "fp32" else
+           f"torch.autocast(x.device.type, dtype={DTYPES[precision]}) around forward and loss")
+    call = describe(precision, scaler, None,
+                    f" on CPU tensors x = {VISIBLE_OFFSET:g} + noise, y the fp32 model's output")
+    trainer, results, _ = run_steps(sub, state, x, y, precision, scaler)
     result = check_result(results[0], call)
-    want_dtype = DTYPES[precision]
-    # Seen by forward hooks on the two Linear layers and a pre-hook on the loss, all judge callbacks.
-    assert trainer.linear_dtypes == [want_dtype, want_dtype], (
-        f"{call}: the Linear layers produced {trainer.linear_dtypes}, expected {want_dtype} from both: "
-        f"{'no autocast for fp32' if precision == 'fp32' else 'torch.autocast(x.device.type, dtype=...)'}")
-    assert trainer.autocast_in_loss == [precision != "fp32"], (
-        f"{call}: autocast {'on' if trainer.autocast_in_loss == [True] else 'off'} while loss_fn ran, expected "
-        f"{'off (fp32 uses no autocast)' if precision == 'fp32' else 'on: the loss is computed inside autocast too'}")
-    want_loss, _, _ = oracle_step(state, x, y, precision)
-    assert close(result["loss"], want_loss, RTOL if precision == "fp32" else RTOL_16), (
-        f"{call} returned loss {result['loss']!r}, expected {want_loss!r} (the loss computed under that autocast)")
+    assert close(result["loss"], want, rtol), (
+        f"{call} returned loss {result['loss']!r}, expected {want!r} ({how}; {other} would give {theirs!r})")
+    moved = max_param_diff(want_params, state)
+    diff = max_param_diff(trainer.parameters(), want_params)
+    assert diff <= rtol * moved + ATOL_PARAMS, (
+        f"{call}: the parameters are {diff:.3g} away from one SGD step on the gradients of that loss ({how}), "
+        f"which moves them by up to {moved:.3g}; {other} moves them by {max_param_diff(their_params, state):.3g}")
+    # A matmul in the loss takes the 16-bit prediction and float32 y together only inside autocast.
+    call = describe(precision, scaler, None, " with loss_fn = einsum('ij,ij->', prediction, y)")
+    want, _, _ = oracle_step(state, x, y, precision, loss_fn=dot_loss)
+    _, results, _ = run_steps(sub, state, x, y, precision, scaler, loss="dot")
+    assert not isinstance(results[0], wire.Raised), (
+        f"{call} raised {results[0]}, expected the loss computed inside autocast too: {how}")
+    got = check_result(results[0], call)["loss"]
+    assert close(got, want, rtol), f"{call} returned loss {got!r}, expected {want!r} ({how})"
 
 
 def why_refused(kwargs: dict) -> str:
@@ -467,7 +501,7 @@ def test_checkpointed_keeps_only_block_inputs(sub):
 
 @pytest.mark.points(1)
 def test_train_runs_train_step_per_batch(sub):
-    """train calls get_batch once per step and returns the per-step losses of train_step"""
+    """train calls get_batch once per step and returns the per-step losses of train_step, in the precision it is given"""
     state = model_state(3, 16)
     batches = [batch(seed, 8) for seed in range(5)]
     want, params = [], state
@@ -493,6 +527,24 @@ def test_train_runs_train_step_per_batch(sub):
         got = drive.train(sub, state, batches, bad, lr=0.05)
         assert isinstance(got["losses"], wire.Raised) and got["losses"].is_a(ValueError), (
             f"{TRAIN}(..., steps={bad}) gave {shown(got['losses'])}, expected ValueError (steps is a count)")
+    # The precision reaches every step: bf16 steps on a batch where its rounding shows.
+    state, x, y = visible_case(3, 16, 8)
+    want, params = {"bf16": [], "fp32": []}, {"bf16": state, "fp32": state}
+    for precision, losses in want.items():
+        for _ in range(3):
+            loss, _, params[precision] = oracle_step(params[precision], x, y, precision, lr=0.05)
+            losses.append(loss)
+    got = drive.train(sub, state, [(x, y)], 3, lr=0.05, precision="bf16")
+    call = f"{TRAIN}(model, get_batch, mse_loss, SGD(lr=0.05), steps=3, precision='bf16') on x = 256 + noise"
+    losses = got["losses"]
+    assert isinstance(losses, list) and len(losses) == 3 and all(
+        type(g) is float and close(g, w, RTOL_16) for g, w in zip(losses, want["bf16"])), (
+        f"{call} returned {shown(losses)}, expected about {want['bf16']} (every step under bf16 autocast; "
+        f"fp32 steps give {want['fp32']})")
+    moved = max_param_diff(params["bf16"], state)
+    diff = max_param_diff(got["params"], params["bf16"])
+    assert diff <= RTOL_16 * moved + 5 * ATOL_PARAMS, (
+        f"{call}: the parameters are {diff:.3g} away from 3 bf16 steps, which move them by up to {moved:.3g}")
 
 
 # --- GPU ------------------------------------------------------------------------------------------
@@ -568,9 +620,10 @@ def test_checkpointed_lowers_peak_cuda_memory(sub):
             f"forward, expected well under the {plain_held >> 20} MiB a plain forward keeps alive")
 
 
-def judge_train_cuda(recipe, batches, steps: int, precision: str, lr: float) -> tuple[float, list[float]]:
+def judge_train_cuda(recipe, batches, steps: int, precision: str, lr: float) -> tuple[float, list[float], list[float]]:
     """In the judge process: seconds for ``steps`` plain training steps (autocast, backward, SGD step,
-    zero_grad, the loss as a float) after a warm-up on the small batch, and the losses."""
+    zero_grad, the loss as a float) after two warm-up steps on the small batch, their losses, and the
+    warm-up's losses."""
     torch.manual_seed(0)
     model = drive.local_sequential(recipe, device="cuda")
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -583,13 +636,12 @@ def judge_train_cuda(recipe, batches, steps: int, precision: str, lr: float) -> 
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    for _ in range(2):
-        step(*batches["small"])
+    warm_up = [step(*batches["small"]) for _ in range(2)]
     torch.cuda.synchronize()
     start = time.perf_counter()
     losses = [step(*batches["large"]) for _ in range(steps)]
     torch.cuda.synchronize()
-    return time.perf_counter() - start, losses
+    return time.perf_counter() - start, losses, warm_up
 
 
 @pytest.mark.points(1)
@@ -598,7 +650,8 @@ def test_bf16_training_is_faster_than_fp32(sub):
     """On CUDA, train with precision='bf16' is clearly faster than fp32 on a matmul-heavy model"""
     # Expected: the losses of the same training run and the fp32 time, both from a plain loop in the
     # judge process. Measured: the wall time the judge sees around each train call (TF32 off on both
-    # sides, so fp32 means fp32), and the dtype a judge callback hooked on the first Linear receives.
+    # sides, so fp32 means fp32), and the losses of a warm-up on a small batch where bf16 rounding shows
+    # (x = 256 + noise, y the fp32 model's output: fp32 and TF32 steps have a far smaller loss).
     dim, layers, steps, lr = 4096, 4, 10, 1e-4
     recipe = [("torch.nn.Linear", (dim, dim, False))] * layers
     previous = torch.get_float32_matmul_precision()
@@ -607,25 +660,26 @@ def test_bf16_training_is_faster_than_fp32(sub):
     batches = {size: (torch.randn(rows, dim, device="cuda"), torch.randn(rows, dim, device="cuda"))
                for size, rows in (("large", dim), ("small", 8))}
     try:
+        torch.manual_seed(0)
+        with torch.no_grad():
+            x_small = batches["small"][0] + VISIBLE_OFFSET
+            batches["small"] = (x_small, drive.local_sequential(recipe, device="cuda")(x_small))
         reference = {p: judge_train_cuda(recipe, batches, steps, p, lr) for p in ("fp32", "bf16")}
     finally:
         torch.set_float32_matmul_precision(previous)
     sub.lib("torch.set_float32_matmul_precision", "highest")
     sub.lib("torch.manual_seed", 1)
-    held = {size: (sub.lib("torch.randn", rows, dim, device="cuda"), sub.lib("torch.randn", rows, dim, device="cuda"))
-            for size, rows in (("large", dim), ("small", 8))}
-    seconds, losses, dtypes = {}, {}, {}
+    held = {"large": (sub.lib("torch.randn", dim, dim, device="cuda"), sub.lib("torch.randn", dim, dim, device="cuda")),
+            "small": tuple(sub.lib("torch.clone", t.cpu()).call("to", "cuda", keep=True) for t in batches["small"])}
+    seconds, losses, warm_up = {}, {}, {}
     for precision in ("fp32", "bf16"):
         sub.lib("torch.manual_seed", 0)
-        model, linears = drive.remote_sequential(sub, recipe, device="cuda")
+        model, _ = drive.remote_sequential(sub, recipe, device="cuda")
         optimizer = sub.lib("torch.optim.SGD", model.call("parameters", keep=True), lr=lr)
         loss_fn = sub.lib("torch.nn.MSELoss")
-        seen = []
-        hook = linears[0].call("register_forward_hook", sub.callback(lambda m, i, out: seen.append(out.dtype)), keep=True)
         small = sub.lib("itertools.repeat", held["small"]).get("__next__", keep=True)
-        sub.call("amp.train", model, small, loss_fn, optimizer, 2, precision=precision, timeout=120)  # warm-up
-        hook.call("remove")
-        dtypes[precision] = seen[-1] if seen else None
+        warm_up[precision] = sub.call("amp.train", model, small, loss_fn, optimizer, 2, precision=precision,
+                                      timeout=120)
         large = sub.lib("itertools.repeat", held["large"]).get("__next__", keep=True)
         start = time.perf_counter()
         losses[precision] = sub.call("amp.train", model, large, loss_fn, optimizer, steps, precision=precision,
@@ -633,8 +687,12 @@ def test_bf16_training_is_faster_than_fp32(sub):
         sub.lib("torch.cuda.synchronize")
         seconds[precision] = time.perf_counter() - start
     call = f"{TRAIN}(4 x Linear(4096, 4096), batch 4096, 10 steps) on CUDA"
-    assert dtypes["bf16"] == torch.bfloat16, (
-        f"{call} with precision='bf16': the first Linear produced {dtypes['bf16']}, expected torch.bfloat16")
+    want = reference["bf16"][2]
+    assert isinstance(warm_up["bf16"], list) and len(warm_up["bf16"]) == 2 and all(
+        type(v) is float and close(v, w, RTOL_16) for v, w in zip(warm_up["bf16"], want)), (
+        f"{TRAIN}(4 x Linear(4096, 4096), 2 steps on x = 256 + noise, y the fp32 model's output) on CUDA with "
+        f"precision='bf16' returned {shown(warm_up['bf16'])}, expected about {want} (bf16 rounding; fp32 steps give "
+        f"{reference['fp32'][2]})")
     want = reference["bf16"][1]
     assert isinstance(losses["bf16"], list) and len(losses["bf16"]) == steps and all(
         type(v) is float and close(v, w, RTOL_16) for v, w in zip(losses["bf16"], want)), (

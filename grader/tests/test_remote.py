@@ -33,6 +33,18 @@ def twice(function, x):
     return 2 * function(x)
 
 
+kept = []
+
+
+def keep(function, x=None):
+    kept.append(function)
+    return None if x is None else function(x)
+
+
+def call_kept(x):
+    return kept[-1](x)
+
+
 def exit_now():
     import os
     os._exit(3)
@@ -128,6 +140,29 @@ def test_a_failing_callback_fails_the_test_in_the_judge(sub):
 
     with pytest.raises(AssertionError, match="judge's own check"):
         sub.call("tricks.twice", sub.callback(broken), 1)
+
+
+def test_a_callback_is_refused_after_its_call_returned(sub):
+    seen = []
+    sub.call("tricks.keep", sub.callback(seen.append))  # e.g. registered as a hook, called later
+    with pytest.raises(StudentError, match="outside the call it was passed to"):
+        sub.call("tricks.call_kept", 1)
+    assert seen == []
+
+
+def test_a_callback_is_refused_in_a_call_nested_in_its_own(sub):
+    def judge_side(x):
+        return sub.call("tricks.call_kept", x)  # the worker calls the outer call's callback again
+
+    with pytest.raises(StudentError, match="outside the call it was passed to"):
+        sub.call("tricks.keep", sub.callback(judge_side), 1)
+
+
+def test_a_callback_passed_to_a_second_call_is_a_grading_error(sub):
+    callback = sub.callback(lambda x: x)
+    assert sub.call("tricks.twice", callback, 3) == 6
+    with pytest.raises(ValueError, match="second call"):
+        sub.call("tricks.twice", callback, 3)
 
 
 def test_an_optimizer_stepped_with_a_judge_closure(sub):
