@@ -219,7 +219,7 @@ class Worker:
                  readonly: list[Path] = ()) -> None:
         self.package = package
         self.limits = limits
-        self.masks = [str(Path(p).resolve()) for p in [*masks, *secret_paths(), package]]
+        self.masks = list(dict.fromkeys(str(Path(p).resolve()) for p in [*masks, *secret_paths(), package]))
         self.readonly = [str(Path(p).resolve()) for p in readonly]
         self.isolation: dict[str, str] = {}
         self.import_error: wire.Raised | None = None
@@ -419,6 +419,12 @@ class Worker:
         self._proc = None
 
     close = stop
+
+    def sibling(self) -> Worker:
+        """A second worker for the same package, limits and masks, sharing nothing with this one
+        (its own process tree, folder, exchange, uid and cgroup); started on its first request."""
+        return Worker(self.package, self.limits, masks=[Path(p) for p in self.masks],
+                      readonly=[Path(p) for p in self.readonly])
 
     # -- protocol --------------------------------------------------------------------------
 

@@ -11,22 +11,19 @@ of library calls it orders in the worker. Only the submission's own functions
 from __future__ import annotations
 
 import contextlib
-import os
 import posix
 import random
-import stat
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from pydoc import locate
 from typing import Any, Iterator, Protocol
 
 import numpy as np
 import torch
 
-from grader.session import StudentError
+from grader.session import Remote, StudentError, Submission
 
+from .folder import Folder
 from .local import Local, unwrap
 
 OPTIMIZERS = {
@@ -200,37 +197,46 @@ def fresh_run(side: Side, optimizer: str, seed: int, device: str = "cpu") -> tup
     return build_run(side, optimizer, device)
 
 
-# --- files both sides see ------------------------------------------------------------------------
+# --- files and the worker that loads them -------------------------------------------------------
 
-class Folder:
-    """A new folder in the exchange, writable by the worker: ``path(name)`` for student code,
-    everything else read by the judge on its own file system."""
+def settle(folder: Folder) -> tuple:
+    """The folder's snapshot once the coarse clock has moved past its last change."""
+    time.sleep(CLOCK_STEP_SECONDS)
+    return folder.snapshot()
 
-    def __init__(self, exchange: Any, prefix: str) -> None:
-        self.host = Path(tempfile.mkdtemp(prefix=prefix, dir=exchange.host))
-        self.host.chmod(0o777)  # the worker may run under its own uid
-        self.inside = exchange.path(self.host.name)
 
-    def path(self, name: str) -> str:
-        return f"{self.inside}/{name}"
+class Loader:
+    """A second worker of the submission, where every checkpoint the suite saves is loaded: the
+    judge hands it the checkpoint's bytes (as a file in its exchange folder, or a ``BytesIO``) and
+    nothing else, so a load there can only restore what the file holds."""
 
-    def listing(self) -> list[str]:
-        return sorted(os.listdir(self.host))
+    def __init__(self, sub: Submission) -> None:
+        self.sub = sub
+        self._folder: Folder | None = None
+        self._generation = -1
+        self._count = 0
 
-    def read(self, name: str) -> bytes | None:
-        path = self.host / name
-        return path.read_bytes() if path.is_file() else None
+    def __enter__(self) -> Loader:
+        return self
 
-    def snapshot(self) -> tuple:
-        """What any change to the folder moves, seen from the judge: its inode, its ctime (which
-        no unprivileged process can set back), its mode and its entries."""
-        info = self.host.stat()
-        return info.st_ino, info.st_ctime_ns, stat.S_IMODE(info.st_mode), tuple(self.listing())
+    def __exit__(self, *exc: object) -> None:
+        if self._folder is not None:
+            self._folder.__exit__()
+        self.sub.close()
 
-    def settle(self) -> tuple:
-        """The snapshot once the coarse clock has moved past the folder's last change."""
-        time.sleep(CLOCK_STEP_SECONDS)
-        return self.snapshot()
+    def path(self, data: bytes) -> str:
+        """A new file holding ``data`` in this worker's exchange folder; its path as the worker sees it."""
+        if self._folder is None or self._generation != self.sub.backend.restarts:  # a restart empties the exchange
+            if self._folder is not None:
+                self._folder.__exit__()
+            self._folder = Folder(self.sub, "loaded")
+            self._generation = self.sub.backend.restarts
+        self._count += 1
+        return self._folder.write(f"ckpt-{self._count}.pt", data)
+
+    def buffer(self, data: bytes) -> Remote:
+        """A ``BytesIO`` holding ``data`` in this worker, at position 0."""
+        return self.sub.lib("io.BytesIO", data)
 
 
 class Payload:
