@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import posix
 import random
+import threading
 import time
 from dataclasses import dataclass
 from pydoc import locate
@@ -211,10 +212,29 @@ class Loader:
     nothing else, so a load there can only restore what the file holds."""
 
     def __init__(self, sub: Submission) -> None:
-        self.sub = sub
+        self._sub = sub
         self._folder: Folder | None = None
         self._generation = -1
         self._count = 0
+        self._warm, self._closed = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._warm_up, daemon=True)
+        self._thread.start()
+
+    def _warm_up(self) -> None:
+        """Start the worker and build a run there (torch.optim's first use costs about as much as
+        the start) while the suite works in the other worker; a failure shows on the next request.
+        The thread lives until the worker is closed: the worker dies with the thread that started
+        it (bubblewrap's --die-with-parent)."""
+        with contextlib.suppress(StudentError):
+            build_run(self._sub)
+        self._warm.set()
+        self._closed.wait()
+
+    @property
+    def sub(self) -> Submission:
+        """The loading worker's session, once warmed up."""
+        self._warm.wait()
+        return self._sub
 
     def __enter__(self) -> Loader:
         return self
@@ -223,6 +243,8 @@ class Loader:
         if self._folder is not None:
             self._folder.__exit__()
         self.sub.close()
+        self._closed.set()
+        self._thread.join()
 
     def path(self, data: bytes) -> str:
         """A new file holding ``data`` in this worker's exchange folder; its path as the worker sees it."""
