@@ -65,17 +65,28 @@ def values(content: Any) -> Iterator[Any]:
 
 def equal(want: Any, got: Any) -> bool:
     """``got`` equals ``want``: dicts by keys, lists and tuples item by item (either kind), tensors
-    by dtype, shape and bytes, anything else of the same type by value."""
+    by dtype, shape and bytes, floats and complexes bit for bit up to NaN's payload, anything else
+    of the same type by value."""
     if isinstance(want, torch.Tensor):
         return (isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape
-                and got.layout == torch.strided and torch.equal(got.cpu(), want))
+                and got.layout == torch.strided and torch.equal(_bytes(got), _bytes(want)))
     if isinstance(want, dict):
         return isinstance(got, dict) and set(got) == set(want) and all(equal(want[k], got[k]) for k in want)
     if isinstance(want, (list, tuple)):
         return isinstance(got, (list, tuple)) and len(got) == len(want) and all(map(equal, want, got))
-    if isinstance(want, float) and isinstance(got, float) and math.isnan(want):
-        return math.isnan(got)
-    return type(got) is type(want) and got == want
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, complex):
+        return equal(want.real, got.real) and equal(want.imag, got.imag)
+    if isinstance(want, float):
+        return math.isnan(want) and math.isnan(got) or (want == got and math.copysign(1, want) == math.copysign(1, got))
+    return got == want
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor's elements as raw bytes (NaN equals NaN, -0.0 differs from 0.0)."""
+    flat = tensor.detach().cpu().reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else torch.zeros(0, dtype=torch.uint8)
 
 
 def words(value: Any, count: int) -> list[int] | None:
