@@ -6,6 +6,7 @@ Every recipe below (building a run, a training step, drawing from each RNG, read
 written once over that interface, so the values the judge expects come from exactly the sequence
 of library calls it orders in the worker. Only the submission's own functions
 (``checkpoint.save_checkpoint`` and the loaders) run in the worker without the judge ordering them.
+Checkpoints are loaded in a second worker (``Loader``), which the judge hands only their bytes.
 """
 
 from __future__ import annotations
