@@ -47,6 +47,7 @@ PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
 SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
+_RUNNING: set[int] = set()  # the judge's running workers: one stopping spares the others' trees
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ class Worker:
                  readonly: list[Path] = ()) -> None:
         self.package = package
         self.limits = limits
-        self.masks = [str(Path(p).resolve()) for p in [*masks, *secret_paths(), package]]
+        self.masks = list(dict.fromkeys(str(Path(p).resolve()) for p in [*masks, *secret_paths(), package]))
         self.readonly = [str(Path(p).resolve()) for p in readonly]
         self.isolation: dict[str, str] = {}
         self.import_error: wire.Raised | None = None
@@ -295,6 +296,7 @@ class Worker:
         self._proc = subprocess.Popen([*command, json.dumps(config)], cwd=workdir, env=env, pass_fds=passed,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       start_new_session=True)
+        _RUNNING.add(self._proc.pid)
         if seccomp_fd is not None:
             os.close(seccomp_fd)
         os.close(request_r)
@@ -377,11 +379,12 @@ class Worker:
             self._cgroup.kill()
 
     def _reap_orphans(self) -> None:
-        """Kill and reap processes re-parented to the judge (the worker's escaped descendants)."""
+        """Kill and reap processes re-parented to the judge (the worker's escaped descendants), sparing
+        the judge's other running workers."""
         me = os.getpid()
         for _ in range(3):
             table = _processes()
-            orphans = {pid for pid, (ppid, _) in table.items() if ppid == me}
+            orphans = {pid for pid, (ppid, _) in table.items() if ppid == me} - _RUNNING
             orphans |= {d for pid in orphans for d in _descendants(pid, table)}
             if not orphans:
                 return
@@ -398,6 +401,7 @@ class Worker:
             return
         self._kill_tree()
         self._proc.wait()
+        _RUNNING.discard(self._proc.pid)
         self._reap_orphans()
         for fd in (self._request_w, self._response_r):
             try:
@@ -419,6 +423,12 @@ class Worker:
         self._proc = None
 
     close = stop
+
+    def sibling(self) -> Worker:
+        """A second worker for the same package, limits and masks, sharing nothing with this one
+        (its own process tree, folder, exchange, uid and cgroup); started on its first request."""
+        return Worker(self.package, self.limits, masks=[Path(p) for p in self.masks],
+                      readonly=[Path(p) for p in self.readonly])
 
     # -- protocol --------------------------------------------------------------------------
 

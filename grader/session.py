@@ -67,6 +67,8 @@ class Backend(Protocol):
 
     def exchange(self) -> Exchange: ...
 
+    def sibling(self) -> Backend: ...
+
     def close(self) -> None: ...
 
 
@@ -253,6 +255,16 @@ class Submission:
             raise StudentError("the worker process could not be found to measure it")
         return pid
 
+    def sibling(self) -> Submission:
+        """The same submission in a second, separate worker (started on its first request, under
+        the same budget): nothing of this worker's process reaches it, only what the judge hands
+        over. ``close`` it when done."""
+        return Submission(self.backend.sibling(), self.source_dir, self.deadline, self.call_seconds)
+
+    def close(self) -> None:
+        """Stop the worker and remove its folders."""
+        self.backend.close()
+
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""
         path = self.source_dir / f"{module}.py"
@@ -353,6 +365,7 @@ class InProcess:
     restarts = 0
 
     def __init__(self, folder: Path) -> None:
+        self.folder = folder
         self.import_error: wire.Raised | None = None
         try:
             worker.load_package(folder)
@@ -369,6 +382,10 @@ class InProcess:
         if self._exchange is None:
             self._exchange = Path(tempfile.mkdtemp(prefix="kit-exchange-"))
         return Exchange(host=self._exchange, inside=str(self._exchange))
+
+    def sibling(self) -> InProcess:
+        """Another dispatcher in this same process: module state is shared (debugging only)."""
+        return InProcess(self.folder)
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         # A JSON round trip both ways, so values cross exactly as they would from a worker.

@@ -6,27 +6,26 @@ Every recipe below (building a run, a training step, drawing from each RNG, read
 written once over that interface, so the values the judge expects come from exactly the sequence
 of library calls it orders in the worker. Only the submission's own functions
 (``checkpoint.save_checkpoint`` and the loaders) run in the worker without the judge ordering them.
+Checkpoints are loaded in a second worker (``Loader``), which the judge hands only their bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import posix
 import random
-import stat
-import tempfile
+import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from pydoc import locate
 from typing import Any, Iterator, Protocol
 
 import numpy as np
 import torch
 
-from grader.session import StudentError
+from grader.session import Remote, StudentError, Submission
 
+from .folder import Folder
 from .local import Local, unwrap
 
 OPTIMIZERS = {
@@ -200,37 +199,67 @@ def fresh_run(side: Side, optimizer: str, seed: int, device: str = "cpu") -> tup
     return build_run(side, optimizer, device)
 
 
-# --- files both sides see ------------------------------------------------------------------------
+# --- files and the worker that loads them -------------------------------------------------------
 
-class Folder:
-    """A new folder in the exchange, writable by the worker: ``path(name)`` for student code,
-    everything else read by the judge on its own file system."""
+def settle(folder: Folder) -> tuple:
+    """The folder's snapshot once the coarse clock has moved past its last change."""
+    time.sleep(CLOCK_STEP_SECONDS)
+    return folder.snapshot()
 
-    def __init__(self, exchange: Any, prefix: str) -> None:
-        self.host = Path(tempfile.mkdtemp(prefix=prefix, dir=exchange.host))
-        self.host.chmod(0o777)  # the worker may run under its own uid
-        self.inside = exchange.path(self.host.name)
 
-    def path(self, name: str) -> str:
-        return f"{self.inside}/{name}"
+class Loader:
+    """A second worker of the submission, where every checkpoint the suite saves is loaded: the
+    judge hands it the checkpoint's bytes (as a file in its exchange folder, or a ``BytesIO``) and
+    nothing else, so a load there can only restore what the file holds."""
 
-    def listing(self) -> list[str]:
-        return sorted(os.listdir(self.host))
+    def __init__(self, sub: Submission) -> None:
+        self._sub = sub
+        self._folder: Folder | None = None
+        self._generation = -1
+        self._count = 0
+        self._warm, self._closed = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._warm_up, daemon=True)
+        self._thread.start()
 
-    def read(self, name: str) -> bytes | None:
-        path = self.host / name
-        return path.read_bytes() if path.is_file() else None
+    def _warm_up(self) -> None:
+        """Start the worker and build a run there (torch.optim's first use costs about as much as
+        the start) while the suite works in the other worker; a failure shows on the next request.
+        The thread lives until the worker is closed: the worker dies with the thread that started
+        it (bubblewrap's --die-with-parent)."""
+        with contextlib.suppress(StudentError):
+            build_run(self._sub)
+        self._warm.set()
+        self._closed.wait()
 
-    def snapshot(self) -> tuple:
-        """What any change to the folder moves, seen from the judge: its inode, its ctime (which
-        no unprivileged process can set back), its mode and its entries."""
-        info = self.host.stat()
-        return info.st_ino, info.st_ctime_ns, stat.S_IMODE(info.st_mode), tuple(self.listing())
+    @property
+    def sub(self) -> Submission:
+        """The loading worker's session, once warmed up."""
+        self._warm.wait()
+        return self._sub
 
-    def settle(self) -> tuple:
-        """The snapshot once the coarse clock has moved past the folder's last change."""
-        time.sleep(CLOCK_STEP_SECONDS)
-        return self.snapshot()
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._folder is not None:
+            self._folder.__exit__()
+        self.sub.close()
+        self._closed.set()
+        self._thread.join()
+
+    def path(self, data: bytes) -> str:
+        """A new file holding ``data`` in this worker's exchange folder; its path as the worker sees it."""
+        if self._folder is None or self._generation != self.sub.backend.restarts:  # a restart empties the exchange
+            if self._folder is not None:
+                self._folder.__exit__()
+            self._folder = Folder(self.sub, "loaded")
+            self._generation = self.sub.backend.restarts
+        self._count += 1
+        return self._folder.write(f"ckpt-{self._count}.pt", data)
+
+    def buffer(self, data: bytes) -> Remote:
+        """A ``BytesIO`` holding ``data`` in this worker, at position 0."""
+        return self.sub.lib("io.BytesIO", data)
 
 
 class Payload:

@@ -70,15 +70,26 @@ class Folder:
             os.close(fd)
         return self.path(name)
 
+    def listing(self) -> list[str]:
+        """The names of the folder's entries, sorted."""
+        return sorted(os.listdir(self.fd))
+
+    def read(self, name: str, limit: int = KEPT_BYTES) -> bytes | None:
+        """The first ``limit`` bytes of the regular file ``name``; None for anything else (a link, a
+        FIFO, a folder) or when there is no such entry."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
+        except OSError:  # a link (ELOOP), or gone already
+            return None
+        with os.fdopen(fd, "rb") as f:
+            return f.read(limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
     def files(self) -> dict[str, bytes | None]:
         """Every entry of the folder: a regular file's first ``KEPT_BYTES`` bytes, None for anything else."""
-        found: dict[str, bytes | None] = {}
-        for name in sorted(os.listdir(self.fd)):
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
-            except OSError:  # a link (ELOOP), or gone already
-                found[name] = None
-                continue
-            with os.fdopen(fd, "rb") as f:
-                found[name] = f.read(KEPT_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        return found
+        return {name: self.read(name) for name in self.listing()}
+
+    def snapshot(self) -> tuple:
+        """What any change to the folder moves, seen through its descriptor: its inode, its ctime
+        (which no unprivileged process can set back), its mode and its entries."""
+        info = os.fstat(self.fd)
+        return info.st_ino, info.st_ctime_ns, stat.S_IMODE(info.st_mode), tuple(self.listing())
