@@ -99,27 +99,19 @@ class Cgroup:
         counts = dict(line.split() for line in lines if len(line.split()) == 2)
         return int(counts.get("oom_kill", 0)) > 0
 
-    def memory_usage(self) -> int:
-        """Bytes charged to the cgroup now (anonymous, page cache, shared memory, tmpfs, memfds)."""
-        return int((self.folders[0] / ("memory.current" if self.version == 2 else "memory.usage_in_bytes")).read_text())
-
-    def memory_peak(self) -> int:
-        """The most ever charged to the cgroup since it was made, or since ``reset_memory_peak``."""
-        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
-        try:
-            return int((self.folders[0] / name).read_text())
-        except OSError:  # v2 before Linux 5.19 has no memory.peak
-            return self.memory_usage()
-
-    def reset_memory_peak(self) -> bool:
-        """Restart the peak from the usage now, where the kernel allows (v1); whether it did."""
-        if self.version == 2:  # v2 resets memory.peak only for the descriptor that wrote it (Linux 6.12)
-            return False
-        try:
-            _write(self.folders[0], "memory.max_usage_in_bytes", "0")
-            return True
-        except OSError:
-            return False
+    def held_bytes(self) -> int:
+        """Bytes charged to the cgroup now (anonymous memory, shared memory, tmpfs files, memfds, kernel
+        memory, page cache its processes map), less the page cache none of them maps: read-ahead
+        (8 MiB around each page fault on some hosts) and files read and closed, which the kernel drops
+        at will. A mapped shared-memory page may count twice (an overcount only)."""
+        folder = self.folders[0]
+        if self.version == 2:
+            usage, cache, shmem, mapped = "memory.current", "file", "shmem", "file_mapped"
+        else:
+            usage, cache, shmem, mapped = "memory.usage_in_bytes", "total_cache", "total_shmem", "total_mapped_file"
+        stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines())
+        unmapped = int(stat[cache]) - int(stat[shmem]) - int(stat[mapped])
+        return int((folder / usage).read_text()) - max(unmapped, 0)
 
     def cpu_seconds(self) -> float | None:
         """User + system time of every task that ever ran in the cgroup (None where not counted)."""

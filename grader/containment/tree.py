@@ -3,12 +3,16 @@
 Figures come from the kernel, never from inside the worker (whatever it patches or forks):
 
 - from the worker's cgroup where the host gives one (``containment.cgroup``): CPU time of every
-  task that ever ran in it, and memory as the kernel charges it (anonymous pages, page cache,
-  shared memory, memfds and tmpfs files), with its peak;
+  task that ever ran in it, and memory as the kernel charges it (anonymous pages, shared memory,
+  memfds, tmpfs files, kernel memory and mapped page cache; not the page cache no process maps,
+  such as read-ahead, which depends on the host's disk settings);
 - else from a walk of the tree under the worker's first process: CPU time of the live processes
   plus what each has collected from its reaped children (``cutime``/``cstime``), and memory as
-  the watchdog counts it (resident sets, memfds, private tmpfs files), its peak from each
-  process's high-water mark and samples taken every millisecond while a peak is being watched.
+  the watchdog counts it (resident sets, memfds, private tmpfs files), with each process's
+  high-water mark.
+
+A peak is watched from a reading with ``reset_peak`` to the next: samples every millisecond (an
+exited child's copy of anything large lasts longer than that), and the high-water marks.
 
 Bytes read (``rchar``: read(2) and the like, pipes included) always come from the tree walk:
 the kernel adds a reaped child's count to its parent's, so exited children are included.
@@ -35,7 +39,7 @@ class Usage:
 
     cpu_seconds: float  # user + system time of every process of the tree, exited ones included
     memory_bytes: int  # memory the tree holds now
-    peak_bytes: int  # the most it held since the peak was last reset (at least ``memory_bytes``)
+    peak_bytes: int  # the most it held since the last reading with ``reset_peak`` (at least ``memory_bytes``)
     read_bytes: int  # bytes read through read(2) and the like (rchar), exited children included
     source: str  # what counted CPU time and memory: "cgroup v1", "cgroup v2" or "process tree"
 
@@ -146,8 +150,8 @@ class Meter:
         self._highest = 0
 
     def read(self, reset_peak: bool = False) -> Usage:
-        """The tree's usage now. ``reset_peak``: the peak of the next reading starts from here
-        (watched by the kernel with a cgroup, else sampled until then); otherwise a watch ends."""
+        """The tree's usage now; a peak watch running since the last ``reset_peak`` ends here and
+        gives ``peak_bytes``. ``reset_peak``: a new watch starts."""
         tree = processes(self.root)
         pids = {process.pid for process in tree}
         read = int(_summed(tree, lambda p: p.io_counters().read_chars))
@@ -157,8 +161,7 @@ class Meter:
             cpu = _summed(tree, _cpu)
             source += " (CPU time: process tree)" if self.cgroup is not None else ""
         if self.cgroup is not None:
-            memory = self.cgroup.memory_usage()
-            peak = self.cgroup.memory_peak()
+            memory = peak = self.cgroup.held_bytes()
         else:
             memory = memory_bytes(pids, self.uid)
             peak = int(_summed(tree, lambda p: _high_water_bytes(p.pid))) + hidden_bytes(pids, self.uid)
@@ -172,8 +175,6 @@ class Meter:
 
     def _start_watch(self, tree: list[psutil.Process], memory: int) -> None:
         self._highest = memory
-        if self.cgroup is not None and self.cgroup.reset_memory_peak():
-            return
         for process in tree:
             try:
                 _reset_high_water(process.pid)
@@ -186,7 +187,7 @@ class Meter:
     def _sample(self, watch: threading.Event) -> None:
         while not watch.wait(SAMPLE_SECONDS):
             if self.cgroup is not None:
-                used = self.cgroup.memory_usage()
+                used = self.cgroup.held_bytes()
             else:
                 used = memory_bytes({p.pid for p in processes(self.root)}, self.uid)
             self._highest = max(self._highest, used)
