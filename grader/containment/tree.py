@@ -186,10 +186,11 @@ class Meter:
 
     def _sample(self, watch: threading.Event) -> None:
         while not watch.wait(SAMPLE_SECONDS):
-            if self.cgroup is not None:
-                used = self.cgroup.held_bytes()
-            else:
-                used = memory_bytes({p.pid for p in processes(self.root)}, self.uid)
+            try:
+                used = self.cgroup.held_bytes() if self.cgroup is not None else \
+                    memory_bytes({p.pid for p in processes(self.root)}, self.uid)
+            except OSError:  # the worker's cgroup is gone: it was stopped
+                return
             self._highest = max(self._highest, used)
 
     def _stop_watch(self) -> int:
