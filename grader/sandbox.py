@@ -35,7 +35,7 @@ import psutil
 
 from . import wire
 from .containment import cgroup as cgroups
-from .containment import bubblewrap, level, syscalls, uids
+from .containment import bubblewrap, level, syscalls, tree, uids
 from .containment.uids import UID_BASE, UID_SPAN  # noqa: F401 - where the attack check finds them
 from .session import Exchange, OnCallback, WorkerFailure
 
@@ -109,65 +109,6 @@ def _descendants(root: int, table: dict[int, tuple[int, int]]) -> set[int]:
     while frontier:
         frontier = {pid for pid, (ppid, _) in table.items() if ppid in frontier} - found
         found |= frontier
-    return found
-
-
-def _resident_bytes(pids: set[int]) -> int:
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    for pid in pids:
-        try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
-_HOST_SCRATCH = ("/tmp", "/dev/shm")
-
-
-def _hidden_bytes(pids: set[int], uid: int | None) -> int:
-    """Memory outside the resident set that the tree holds: its memfds (each counted once), its
-    private tmpfs mounts (/tmp and /dev/shm of its own root) and, with a dedicated uid and no
-    private root, that uid's files in the host's /dev/shm."""
-    files: dict[tuple[int, int], int] = {}
-    mounts: dict[int, int] = {}
-    host = {os.stat(p).st_dev for p in _HOST_SCRATCH if os.path.isdir(p)}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
-                    info = os.stat(f"/proc/{pid}/fd/{fd}")
-                    files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
-            except OSError:
-                continue
-        for scratch in _HOST_SCRATCH:
-            try:
-                info, usage = os.stat(f"/proc/{pid}/root{scratch}"), os.statvfs(f"/proc/{pid}/root{scratch}")
-            except OSError:
-                continue
-            if info.st_dev not in host:
-                mounts[info.st_dev] = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
-    total = sum(files.values()) + sum(mounts.values())
-    if uid is not None and not mounts:
-        total += sum(f.stat().st_blocks * 512 for f in _owned_files(Path("/dev/shm"), uid))
-    return total
-
-
-def _owned_files(folder: Path, uid: int) -> list[Path]:
-    found = []
-    for top, _, names in os.walk(folder):
-        for name in names:
-            path = Path(top, name)
-            try:
-                if path.lstat().st_uid == uid:
-                    found.append(path)
-            except OSError:
-                continue
     return found
 
 
@@ -306,6 +247,7 @@ class Worker:
             self._place(placement)
         os.set_blocking(self._request_w, False)
         self._output = _Output(self.limits.output_bytes)
+        self._meter = tree.Meter(self._proc.pid, self._cgroup, self._uid)
         self._memory_killed = False
         self._threads = [threading.Thread(target=self._output.drain, args=(self._proc.stdout,), daemon=True),
                          threading.Thread(target=self._watch_memory, args=(self._proc,), daemon=True)]
@@ -357,7 +299,7 @@ class Worker:
 
     def _stopped_over_memory(self, pids: set[int]) -> bool:
         """Kill the worker if the tree ``pids`` holds more than the cap; whether it did."""
-        if _resident_bytes(pids) + _hidden_bytes(pids, self._uid) <= self.limits.memory_bytes:
+        if tree.memory_bytes(pids, self._uid) <= self.limits.memory_bytes:
             return False
         self._memory_killed = True
         self._kill_tree()
@@ -410,9 +352,10 @@ class Worker:
                 pass
         for thread in self._threads:
             thread.join(timeout=5)
+        self._meter.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
         if self._uid is not None:  # what it left in the host's shared memory (where it had no private one)
-            for path in _owned_files(Path("/dev/shm"), self._uid):
+            for path in tree.owned_files(Path("/dev/shm"), self._uid):
                 path.unlink(missing_ok=True)
         if self._cgroup is not None:
             self._cgroup.remove()
@@ -518,6 +461,13 @@ class Worker:
             except (OSError, psutil.Error):
                 continue
         return None
+
+    def measure(self, reset_peak: bool = False) -> tree.Usage | None:
+        """What the worker's whole tree has used, read from outside it (``containment.tree``); None
+        when not running. ``reset_peak``: the next reading's peak starts from this one."""
+        if self._proc is None or self._proc.poll() is not None:
+            return None
+        return self._meter.read(reset_peak)
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         """Send one request and return its answer (a frame of type "result" with the request's id).

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
 from . import wire
+from .containment.tree import Meter, Usage
 from .confined import worker  # the --in-process debugging backend only
 from .confined.dispatch import Dispatcher  # the --in-process debugging backend only
 
@@ -64,6 +65,8 @@ class Backend(Protocol):
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict: ...
 
     def worker_pid(self) -> int | None: ...
+
+    def measure(self, reset_peak: bool = False) -> Usage | None: ...
 
     def exchange(self) -> Exchange: ...
 
@@ -265,6 +268,17 @@ class Submission:
         """Stop the worker and remove its folders."""
         self.backend.close()
 
+    def measure(self, reset_peak: bool = False) -> Usage:
+        """What the worker's whole process tree has used (CPU time, memory, bytes read), read by the
+        judge from outside it: through its cgroup where the host gives one, else its processes in
+        /proc (``grader.containment.tree``). ``reset_peak``: the next reading's ``peak_bytes`` is the
+        most held from this one on. Starts the worker if it is not running."""
+        self.worker_pid()
+        usage = self.backend.measure(reset_peak)
+        if usage is None:
+            raise StudentError("the worker process could not be found to measure it")
+        return usage
+
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""
         path = self.source_dir / f"{module}.py"
@@ -374,9 +388,13 @@ class InProcess:
         self.channel = _DirectChannel()
         self.dispatcher = Dispatcher(self.channel, str(folder))
         self._exchange: Path | None = None
+        self._meter = Meter(os.getpid())
 
     def worker_pid(self) -> int:
         return os.getpid()
+
+    def measure(self, reset_peak: bool = False) -> Usage:
+        return self._meter.read(reset_peak)
 
     def exchange(self) -> Exchange:
         if self._exchange is None:

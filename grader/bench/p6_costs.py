@@ -2,8 +2,8 @@
 
 Starts a sandboxed worker for the reference and one for each named mutant (default: the
 whole-file reader ``p6-reads-whole-memmap``), runs the suite's measurement on each (load_tokens,
-then get_batch on a sparse token file; peak resident memory and bytes read, from
-``/proc/<worker pid>``) and prints the figures and their ratio to the reference's, in this one run:
+then get_batch on a sparse token file; peak memory and bytes read of the worker's whole process
+tree, from outside it: ``Submission.measure``) and prints the figures and their ratio to the reference's, in this one run:
 
     python -m grader.bench.p6_costs
     python -m grader.bench.p6_costs --mib 512 p6-reads-whole-memmap p6-load-reads-file
@@ -46,7 +46,7 @@ def main() -> None:
         rows += [(name, costs(mutants.materialize(chosen[name], Path(tmp) / name), args.mib << 20))
                  for name in args.mutants]
     base = rows[0][1]
-    print(f"{args.mib} MiB sparse token file; MiB touched (max of peak resident growth and bytes read):")
+    print(f"{args.mib} MiB sparse token file; MiB touched (max of peak memory growth and bytes read):")
     for name, (load, batch) in rows:
         print(f"  {name:28s} load_tokens {load:8.1f} ({load / max(base[0], 0.1):6.1f}x)   "
               f"2 x get_batch {batch:8.1f} ({batch / max(base[1], 0.1):6.1f}x)")

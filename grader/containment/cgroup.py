@@ -23,7 +23,7 @@ _names = itertools.count()
 
 
 def _mounts() -> dict[str, tuple[Path, str]]:
-    """controller ("memory", "pids", "cpu", or "" for v2) -> (mount point, the mount's own root)."""
+    """controller ("memory", "pids", "cpu", "cpuacct", or "" for v2) -> (mount point, the mount's own root)."""
     found: dict[str, tuple[Path, str]] = {}
     with open("/proc/self/mountinfo") as handle:
         for line in handle:
@@ -32,7 +32,7 @@ def _mounts() -> dict[str, tuple[Path, str]]:
             if fstype == "cgroup2":
                 found.setdefault("", (Path(fields[4]), fields[3]))
             elif fstype == "cgroup":
-                for controller in ("memory", "pids", "cpu"):
+                for controller in ("memory", "pids", "cpu", "cpuacct"):
                     if controller in options:
                         found.setdefault(controller, (Path(fields[4]), fields[3]))
     return found
@@ -62,13 +62,14 @@ def _write(folder: Path, name: str, value: str) -> None:
 
 @dataclass
 class Cgroup:
-    """One worker's cgroup: its folders (one for v2; memory and pids for v1)."""
+    """One worker's cgroup: its folders (one for v2; memory, then pids and cpuacct where mounted, for v1)."""
 
     version: int
     folders: list[Path]
     memory_bytes: int
     processes: int  # 0: no pids controller
     swap: str  # how swap is handled
+    cpu_folder: Path | None = None  # where CPU time is counted (v1: the cpuacct folder; None: not counted)
 
     def place(self, pids: set[int]) -> None:
         """Move ``pids`` (the worker's whole tree, before any of it runs student code) into the cgroup."""
@@ -97,6 +98,30 @@ class Cgroup:
             return False
         counts = dict(line.split() for line in lines if len(line.split()) == 2)
         return int(counts.get("oom_kill", 0)) > 0
+
+    def held_bytes(self) -> int:
+        """Bytes charged to the cgroup now (anonymous memory, shared memory, tmpfs files, memfds, kernel
+        memory, page cache its processes map), less the page cache none of them maps: read-ahead
+        (8 MiB around each page fault on some hosts) and files read and closed, which the kernel drops
+        at will. A mapped shared-memory page may count twice (an overcount only)."""
+        folder = self.folders[0]
+        if self.version == 2:
+            usage, cache, shmem, mapped = "memory.current", "file", "shmem", "file_mapped"
+        else:
+            usage, cache, shmem, mapped = "memory.usage_in_bytes", "total_cache", "total_shmem", "total_mapped_file"
+        stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines())
+        unmapped = int(stat[cache]) - int(stat[shmem]) - int(stat[mapped])
+        return int((folder / usage).read_text()) - max(unmapped, 0)
+
+    def cpu_seconds(self) -> float | None:
+        """User + system time of every task that ever ran in the cgroup (None where not counted)."""
+        try:
+            if self.version == 2:
+                stat = dict(line.split() for line in (self.folders[0] / "cpu.stat").read_text().splitlines())
+                return int(stat["usage_usec"]) / 1e6
+            return int((self.cpu_folder / "cpuacct.usage").read_text()) / 1e9 if self.cpu_folder else None
+        except (OSError, KeyError, ValueError):
+            return None
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, until none is left (forks racing the kill included)."""
@@ -147,6 +172,18 @@ def _make(parent: Path, name: str) -> Path:
     return folder
 
 
+def _accounting(parent: Path | None, name: str, made: list[Path]) -> Path | None:
+    """A v1 cpuacct cgroup ``parent/name`` (added to ``made``) where the host lets the grader make one:
+    it only counts CPU time, so without it the worker is still contained (and its time counted by /proc)."""
+    if parent is None:
+        return None
+    try:
+        made.append(_make(parent, name))
+    except OSError:
+        return None
+    return made[-1]
+
+
 def create(memory_bytes: int, processes: int) -> Cgroup | None:
     """A new cgroup for one worker under the grader's own, with its limits set; ``None`` if the host gives none."""
     mounts = _mounts()
@@ -164,8 +201,9 @@ def create(memory_bytes: int, processes: int) -> Cgroup | None:
             pids = _own_folder("pids", mounts)
             if pids is not None:
                 made.append(_make(pids, name))
-                _write(made[1], "pids.max", str(processes))
-            return Cgroup(1, made, memory_bytes, processes if pids is not None else 0, swap)
+                _write(made[-1], "pids.max", str(processes))
+            return Cgroup(1, made, memory_bytes, processes if pids is not None else 0, swap,
+                          _accounting(_own_folder("cpuacct", mounts), name, made))
         v2 = _own_folder("", mounts)
         if v2 is None:
             return None
@@ -176,7 +214,7 @@ def create(memory_bytes: int, processes: int) -> Cgroup | None:
         _write(made[0], "memory.swap.max", "0")
         _write(made[0], "memory.oom.group", "1")
         _write(made[0], "pids.max", str(processes))
-        return Cgroup(2, made, memory_bytes, processes, "no swap")
+        return Cgroup(2, made, memory_bytes, processes, "no swap", made[0])
     except OSError:
         for folder in reversed(made):
             try:

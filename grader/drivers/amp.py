@@ -5,8 +5,8 @@ Architectures are written once as recipes (qualified layer names and arguments),
 worker (the submission's inputs) or here (the oracles). The precision a step ran in is read from the
 values it returns and the parameters it leaves, never from hooks the worker could call itself; an
 inf/NaN gradient is put in by a hook made of library functions. Memory is measured from outside the
-worker: its resident set in ``/proc/<pid>/status`` and, on a GPU, its device memory as the NVIDIA
-driver reports it.
+worker: what its whole process tree holds, as its cgroup (else /proc) counts it (``Submission.measure``),
+and, on a GPU, its device memory as the NVIDIA driver reports it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import importlib
 import shutil
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -187,12 +186,10 @@ def backward_of_square_sum(output: Remote) -> None:
     output.call("square", keep=True).call("sum", keep=True).call("backward")
 
 
-def resident_bytes(pid: int) -> int:
-    """The process's resident set, as the kernel reports it in ``/proc/<pid>/status``."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/{pid}/status has no VmRSS line")
+def held_bytes(sub: Submission) -> int:
+    """The memory the worker's whole process tree holds, as the kernel counts it (its cgroup: memfds,
+    tmpfs files and children included; else its processes in /proc: ``Submission.measure``)."""
+    return sub.measure().memory_bytes
 
 
 def return_freed_memory(sub: Submission) -> None:
@@ -204,12 +201,11 @@ def return_freed_memory(sub: Submission) -> None:
     libc.call("malloc_trim", 0)
 
 
-def held_after(sub: Submission, run: Callable[[], Remote], measure: Callable[[int], int | None]) -> tuple[int | None, Remote]:
-    """What ``measure(pid)`` grows by while ``run()`` builds its output (kept in the worker)."""
-    pid = sub.worker_pid()
-    before = measure(pid)
+def held_after(run: Callable[[], Remote], measure: Callable[[], int | None]) -> tuple[int | None, Remote]:
+    """What ``measure()`` grows by while ``run()`` builds its output (kept in the worker)."""
+    before = measure()
     output = run()
-    after = measure(pid)
+    after = measure()
     return (None if before is None or after is None else after - before), output
 
 

@@ -5,16 +5,14 @@ the judge writes the inputs and reads what the submission left, through descript
 follow a link the worker may have planted there. The worker runs only the submission's functions
 and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.random.default_rng``,
 ``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.cuda.host_memory_stats``).
-What a call costs the worker's process is read by the judge from ``/proc/<worker pid>`` while and
-after it runs; every expected value is computed by the hidden suite from the tokens it owns.
+What a call costs the worker's whole process tree is read by the judge from outside it (its
+cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs; every expected value is computed by the hidden suite from the tokens it owns.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import resource
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,7 +25,6 @@ from ..wire import Raised
 from .folder import Folder
 
 MiB = 1 << 20
-SAMPLE_SECONDS = 0.001
 T = TypeVar("T")
 
 
@@ -187,69 +184,26 @@ def global_batches(sub: Submission, tokens: np.ndarray, batch_size: int, context
 # -- what sampling costs, measured from outside the worker -------------------------------------------
 
 @dataclass(frozen=True)
-class Usage:
-    """What one action cost the worker's process, read by the judge from ``/proc/<pid>``."""
+class Cost:
+    """What one action cost the worker's whole process tree (forked children, memfds and tmpfs
+    files included), read by the judge from outside it (``Submission.measure``)."""
 
-    peak_mib: float  # growth of resident memory at its highest (VmHWM, and the judge's own samples of VmRSS)
-    read_mib: float  # bytes copied in through read(2) and the like (rchar of /proc/<pid>/io)
+    peak_mib: float  # growth of the memory the tree held, at its highest
+    read_mib: float  # bytes copied in through read(2) and the like (rchar), by any process of the tree
+    source: str  # what counted the memory
 
     @property
     def touched_mib(self) -> float:
         return max(self.peak_mib, self.read_mib)
 
 
-def _status_kib(pid: int) -> dict[str, int]:
-    with open(f"/proc/{pid}/status") as f:
-        return {key: int(rest.split()[0]) for key, _, rest in (line.partition(":") for line in f)
-                if key in ("VmRSS", "VmHWM")}
-
-
-def _rchar(pid: int) -> int:
-    with open(f"/proc/{pid}/io") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
-
-
-def _reset_peak(pid: int) -> bool:
-    """VmHWM := VmRSS for ``pid`` (False where the judge may not)."""
-    try:
-        with open(f"/proc/{pid}/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _sampling(pid: int) -> Iterator[list[int]]:
-    """Samples VmRSS of ``pid`` every millisecond while the block runs; yields the highest seen so
-    far (in a one-item list). A process that resets its own VmHWM cannot hide a peak from it."""
-    highest, done = [0], threading.Event()
-
-    def sample() -> None:
-        while not done.wait(SAMPLE_SECONDS):
-            with contextlib.suppress(OSError, KeyError):
-                highest[0] = max(highest[0], _status_kib(pid)["VmRSS"])
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    try:
-        yield highest
-    finally:
-        done.set()
-        thread.join()
-
-
-def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Usage]:
+def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Cost]:
     """Run ``action`` (calls into the worker) and measure, from the judge, what it cost the worker."""
-    pid = sub.worker_pid()
-    reads = _rchar(pid)
-    reset = _reset_peak(pid)
-    base = _status_kib(pid)["VmRSS"]
-    with _sampling(pid) as highest:
-        result = action()
-    after = _status_kib(pid)
-    peak = max(highest[0], after["VmHWM"] if reset else after["VmRSS"]) - base
-    return result, Usage(peak_mib=max(peak, 0) / 1024, read_mib=(_rchar(pid) - reads) / MiB)
+    before = sub.measure(reset_peak=True)
+    result = action()
+    after = sub.measure()
+    return result, Cost(peak_mib=max(after.peak_bytes - before.memory_bytes, 0) / MiB,
+                        read_mib=(after.read_bytes - before.read_bytes) / MiB, source=after.source)
 
 
 def warm_up(sub: Submission) -> None:
@@ -260,7 +214,7 @@ def warm_up(sub: Submission) -> None:
         sub.outcome("data.get_batch", np.arange(4096, dtype=np.uint16), 2, 8, "cpu")
 
 
-def load_cost(sub: Submission, size: int) -> tuple[tuple, Usage]:
+def load_cost(sub: Submission, size: int) -> tuple[tuple, Cost]:
     """``load_tokens(path)`` of a sparse file of ``size`` bytes, then its first and last token read
     back (the memmap released after): those two tokens, and what it all cost."""
     with Folder(sub) as folder:
@@ -273,7 +227,7 @@ def load_cost(sub: Submission, size: int) -> tuple[tuple, Usage]:
         return measure(sub, load_and_read_ends)
 
 
-def batch_cost(sub: Submission, size: int, calls: int, batch_size: int, context_length: int) -> tuple[list, Usage]:
+def batch_cost(sub: Submission, size: int, calls: int, batch_size: int, context_length: int) -> tuple[list, Cost]:
     """``calls`` x ``get_batch(np.memmap of a sparse uint16 file of size bytes, B, L, "cpu", rng)``
     (the memmap and the generator built in the worker first): the batches, and what they cost."""
     with Folder(sub) as folder:

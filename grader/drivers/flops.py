@@ -1,9 +1,10 @@
 """P4: time the submission's matmul timer against a timing the judge takes itself.
 
 The reference timing runs in the judge process; the submission's ``time_matmul`` /
-``matmul_mfu`` run in the worker, and the judge also takes the wall time around each of those
-calls from outside (a timer that reports products it never ran cannot have taken less wall time
-than they need). Rounds interleave the two, so that load on the machine affects them alike.
+``matmul_mfu`` run in the worker, and the judge also takes, from outside, the wall time around
+each of those calls (a timer that reports products it never ran cannot have taken less wall time
+than they need) and the CPU time the worker's whole process tree spent over the rounds (a timer
+that sleeps instead of computing spends none; ``Submission.measure``). Rounds interleave the two, so that load on the machine affects them alike.
 CPU timings run on one thread on both sides: on a busy grading machine a multi-threaded matmul
 waits for a descheduled sibling thread and its time jumps by 10-30x from one call to the next,
 while a single thread only slows down with the load.
@@ -21,8 +22,9 @@ import torch
 WARMUP = 3
 
 
-def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> float:
-    """Mean seconds of one (m x k) @ (k x n) product, timed in the judge.
+def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> tuple[float, float]:
+    """Mean seconds of one (m x k) @ (k x n) product, timed in the judge, and the CPU time this
+    thread spent per product meanwhile.
 
     On CUDA with CUDA events recorded on the stream around the products (they measure GPU time,
     whatever the host does); on the CPU with ``time.perf_counter``. Warm-up first in both cases.
@@ -35,16 +37,17 @@ def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, r
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
+        cpu = time.thread_time()
         start.record()
         for _ in range(repeats):
             torch.mm(a, b)
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1000 / repeats
-    begin = time.perf_counter()
+        return start.elapsed_time(end) / 1000 / repeats, (time.thread_time() - cpu) / repeats
+    begin, cpu = time.perf_counter(), time.thread_time()
     for _ in range(repeats):
         torch.mm(a, b)
-    return (time.perf_counter() - begin) / repeats
+    return (time.perf_counter() - begin) / repeats, (time.thread_time() - cpu) / repeats
 
 
 @contextlib.contextmanager
@@ -66,11 +69,14 @@ def one_thread(sub, device: str) -> Iterator[None]:
 @dataclass
 class Rounds:
     """Per round: the judge's reference seconds per product, the submission's answer, and the
-    wall time the judge measured around the submission's call."""
+    wall time the judge measured around the submission's call; the judge's CPU time per product
+    in each round, and the CPU time the worker's whole tree spent over all the rounds."""
 
     reference: list[float] = field(default_factory=list)
     student: list = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
+    reference_cpu: list[float] = field(default_factory=list)
+    cpu: float = 0.0
 
 
 def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: int = 5, timeout: float = 60,
@@ -79,9 +85,13 @@ def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: 
     m, k, n, dtype, device = args[:5]
     found = Rounds()
     with one_thread(sub, device):
+        spent = sub.measure().cpu_seconds
         for _ in range(rounds):
-            found.reference.append(reference_seconds(m, k, n, dtype, device, reference_repeats))
+            seconds, cpu = reference_seconds(m, k, n, dtype, device, reference_repeats)
+            found.reference.append(seconds)
+            found.reference_cpu.append(cpu)
             begin = time.perf_counter()
             found.student.append(sub.call(target, *args, timeout=timeout, **kwargs))
             found.wall.append(time.perf_counter() - begin)
+        found.cpu = sub.measure().cpu_seconds - spent
     return found

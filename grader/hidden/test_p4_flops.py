@@ -3,8 +3,9 @@
 FLOP counts are checked against ``torch.utils.flop_counter.FlopCounterMode`` on meta tensors
 (nothing is computed, so sizes can be large); the scaling rules 2NP/4NP/6NP, ``mfu`` and
 ``training_days`` against their formulas; ``time_matmul`` and ``matmul_mfu`` against a timing
-the judge takes itself, and against the wall time the judge measures around each call from
-outside the worker (grader/drivers/flops.py).
+the judge takes itself, against the wall time the judge measures around each call from outside
+the worker, and, on the CPU, against the CPU time the worker's whole process tree spent, read
+from outside it (grader/drivers/flops.py).
 """
 
 from __future__ import annotations
@@ -188,7 +189,17 @@ def test_training_days_rejects_mfu_outside_zero_one(sub, bad):
 # band is a factor of 8 either way: wide for a noisy runner, yet narrow enough to catch a total
 # instead of a mean (repeats = 32 times too large) or a timer that skips the product.
 
-CPU_SIZE, CPU_REPEATS, CPU_BAND = 256, 32, 8.0
+CPU_SIZE, CPU_REPEATS, CPU_BAND = 512, 32, 8.0
+# A timer must also have spent the CPU time of the products it reports, measured from outside for
+# the worker's whole process tree (its cgroup's cpuacct, else /proc: exited children included): over
+# a test's calls, at least CPU_SHARE of (repeats x each product's time), a product's time taken as
+# the lesser of the time reported and the judge's own CPU time for one product in the same round (a
+# busy machine stretches wall-clock times, not the CPU time a product needs). An honest timer spends
+# its warm-up products and the call's own handling on top (about 2x what is asked, measured); a half
+# covers the judge and the worker running on differently loaded cores of a shared 2-core runner. A
+# timer that runs one product and sleeps through the others spends about 1/repeats of it, plus the
+# call's handling (a few ms of CPU time: 512 makes a product outweigh it, 256 did not).
+CPU_SHARE = 0.5
 
 
 def assert_timing(found: Rounds, call: str, band: float, repeats: float, why: str = "") -> None:
@@ -211,6 +222,20 @@ def assert_ran_for_real(found: Rounds, call: str, repeats: float) -> None:
             f"{wall:.3g} s as the judge measured it: it cannot have timed what it reports")
 
 
+def assert_spent_cpu(calls: list[tuple[Rounds, float]], call: str) -> None:
+    """Measured from outside: the worker's tree spent the CPU time of the products it reported
+    (``calls``: each test's rounds with the products per call), within CPU_SHARE."""
+    needed = CPU_SHARE * sum(repeats * min(seconds, cpu) for found, repeats in calls
+                             for seconds, cpu in zip(found.student, found.reference_cpu))
+    spent = sum(found.cpu for found, _ in calls)
+    products = sum(repeats * len(found.student) for found, repeats in calls)
+    assert spent >= needed, (
+        f"{call}: your process (and any it started) spent {spent:.3g} s of CPU time over {products:g} reported "
+        f"products, as the judge measured it from outside, but one product takes about "
+        f"{min(min(found.reference_cpu) for found, _ in calls):.3g} s of CPU time: at least {needed:.3g} s was "
+        "expected (it cannot have run the products it timed: a timer that waits or predicts instead fails)")
+
+
 def cpu_timings(sub, repeats: int | float) -> Rounds:
     n = CPU_SIZE
     return timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.float32, "cpu"), int(repeats), repeats=repeats)
@@ -221,9 +246,12 @@ def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
     """time_matmul on the CPU agrees with an independent timing of the same product"""
     # Expected: the judge's own timing (grader/drivers/flops.py), interleaved with the calls;
     # measured from outside: the wall time of each call, which must cover the products reported.
+    # Also measured from outside: the CPU time the worker's whole tree spent (assert_spent_cpu).
     n = CPU_SIZE
-    assert_timing(cpu_timings(sub, CPU_REPEATS), f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', "
-                  f"repeats={CPU_REPEATS})", CPU_BAND, CPU_REPEATS)
+    call = f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={CPU_REPEATS})"
+    found = cpu_timings(sub, CPU_REPEATS)
+    assert_timing(found, call, CPU_BAND, CPU_REPEATS)
+    assert_spent_cpu([(found, CPU_REPEATS)], call)
 
 
 @pytest.mark.points(1)
@@ -234,6 +262,8 @@ def test_time_matmul_is_the_mean_of_one_product(sub):
     for repeats, found in rounds.items():
         assert_ran_for_real(found, f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={repeats!r})",
                             repeats)
+    assert_spent_cpu([(found, repeats) for repeats, found in rounds.items()],
+                     f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={few} and {many!r})")
     timed = {repeats: min(found.student) for repeats, found in rounds.items()}
     # The mean of 64 products and of 2 products differ only by noise; a total would be 32x larger.
     assert timed[many] < 6 * timed[few], (
@@ -251,8 +281,13 @@ def check_mfu(found: Rounds, call: str, n: int, peak: float, band: float, at_mos
     assert reference / band <= max(got) <= reference * band, (
         f"{call} returned {max(got):.3g} (its best of {len(got)} calls), but the judge's own timing gives an MFU of "
         f"{reference:.3g} (within a factor {band:g} is accepted)")
-    seconds = [2 * n**3 / value / peak for value in got]  # the time per product each answer implies
-    assert_ran_for_real(Rounds(found.reference, seconds, found.wall), call, 1)
+    assert_ran_for_real(implied_seconds(found, n, peak), call, 1)
+
+
+def implied_seconds(found: Rounds, n: int, peak: float) -> Rounds:
+    """``found`` with each MFU answer replaced by the time per product it implies."""
+    return Rounds(found.reference, [2 * n**3 / value / peak for value in found.student], found.wall,
+                  found.reference_cpu, found.cpu)
 
 
 @pytest.mark.points(0.5)
@@ -260,7 +295,9 @@ def test_matmul_mfu_on_cpu_agrees_with_an_independent_timing(sub):
     """matmul_mfu on the CPU agrees with 2mkn / (independently measured seconds) / peak"""
     n, peak = CPU_SIZE, 1e12
     found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.float32, "cpu", peak), 10)
-    check_mfu(found, f"flops.matmul_mfu({n}, {n}, {n}, torch.float32, 'cpu', {peak:g})", n, peak, CPU_BAND)
+    call = f"flops.matmul_mfu({n}, {n}, {n}, torch.float32, 'cpu', {peak:g})"
+    check_mfu(found, call, n, peak, CPU_BAND)
+    assert_spent_cpu([(implied_seconds(found, n, peak), 1)], call)
 
 
 # On a GPU a synchronized timer agrees with CUDA events to a few percent; an unsynchronized one

@@ -77,6 +77,22 @@ def balloon(where="memfd", gib=3):
     return "held"
 
 
+def busy_child(mib=64, seconds=0.3):
+    """A forked child spins for ``seconds`` of CPU time, fills ``mib`` MiB of a memfd and reads as
+    many from /dev/zero, then exits (reaped here): nothing of it stays in this process."""
+    child = os.fork()
+    if child == 0:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        os.write(os.memfd_create("child"), bytes(mib << 20))
+        with open("/dev/zero", "rb") as zero:
+            zero.read(mib << 20)
+        os._exit(0)
+    os.waitpid(child, 0)
+    return "done"
+
+
 def kernel_surface():
     """What each call reaching past the sandbox returned: 0 (it worked) or its errno."""
     import ctypes
@@ -370,6 +386,26 @@ def test_a_burst_between_two_samples_is_refused_with_the_answer(package, monkeyp
         with pytest.raises(WorkerFailure, match="MiB of memory"):
             call(worker, "balloon", "/dev/shm", 2, timeout=60)
         assert call(worker, "ok") == 1
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "watchdog"])
+def test_measure_counts_what_a_child_spent(package, monkeypatch, cgroup):
+    """CPU time, peak memory and bytes read of a forked child that has exited count for its worker."""
+    if not cgroup:
+        monkeypatch.setattr(cgroups, "create", lambda *args: None)
+    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, processes=64))
+    try:
+        assert worker.measure() is None  # not running
+        call(worker, "ok")
+        before = worker.measure(reset_peak=True)
+        assert call(worker, "busy_child", 64, 0.3) == "done"
+        after = worker.measure()
+        assert after.source.startswith("cgroup" if cgroup and worker._cgroup else "process tree")
+        assert after.cpu_seconds - before.cpu_seconds >= 0.25
+        assert after.peak_bytes - before.memory_bytes >= 64 << 20
+        assert after.read_bytes - before.read_bytes >= 64 << 20
     finally:
         worker.close()
 

@@ -1,0 +1,203 @@
+"""What a worker's whole process tree has used, read by the judge from outside it.
+
+Figures come from the kernel, never from inside the worker (whatever it patches or forks):
+
+- from the worker's cgroup where the host gives one (``containment.cgroup``): CPU time of every
+  task that ever ran in it, and memory as the kernel charges it (anonymous pages, shared memory,
+  memfds, tmpfs files, kernel memory and mapped page cache; not the page cache no process maps,
+  such as read-ahead, which depends on the host's disk settings);
+- else from a walk of the tree under the worker's first process: CPU time of the live processes
+  plus what each has collected from its reaped children (``cutime``/``cstime``), and memory as
+  the watchdog counts it (resident sets, memfds, private tmpfs files), with each process's
+  high-water mark.
+
+A peak is watched from a reading with ``reset_peak`` to the next: samples every millisecond (an
+exited child's copy of anything large lasts longer than that), and the high-water marks.
+
+Bytes read (``rchar``: read(2) and the like, pipes included) always come from the tree walk:
+the kernel adds a reaped child's count to its parent's, so exited children are included.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .cgroup import Cgroup
+
+SAMPLE_SECONDS = 0.001
+_HOST_SCRATCH = ("/tmp", "/dev/shm")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One reading of a worker's tree, all of it since the worker started unless said otherwise."""
+
+    cpu_seconds: float  # user + system time of every process of the tree, exited ones included
+    memory_bytes: int  # memory the tree holds now
+    peak_bytes: int  # the most it held since the last reading with ``reset_peak`` (at least ``memory_bytes``)
+    read_bytes: int  # bytes read through read(2) and the like (rchar), exited children included
+    source: str  # what counted CPU time and memory: "cgroup v1", "cgroup v2" or "process tree"
+
+
+def processes(root: int) -> list[psutil.Process]:
+    """``root`` and its live descendants (empty when ``root`` is gone)."""
+    try:
+        process = psutil.Process(root)
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def resident_bytes(pids: set[int]) -> int:
+    """The sum of the resident sets of ``pids`` (shared pages counted once per process)."""
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def hidden_bytes(pids: set[int], uid: int | None) -> int:
+    """Memory outside the resident set that the tree holds: its memfds (each counted once), its
+    private tmpfs mounts (/tmp and /dev/shm of its own root) and, with a dedicated uid and no
+    private root, that uid's files in the host's /dev/shm."""
+    files: dict[tuple[int, int], int] = {}
+    mounts: dict[int, int] = {}
+    host = {os.stat(p).st_dev for p in _HOST_SCRATCH if os.path.isdir(p)}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    files[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+            except OSError:
+                continue
+        for scratch in _HOST_SCRATCH:
+            try:
+                info, usage = os.stat(f"/proc/{pid}/root{scratch}"), os.statvfs(f"/proc/{pid}/root{scratch}")
+            except OSError:
+                continue
+            if info.st_dev not in host:
+                mounts[info.st_dev] = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+    total = sum(files.values()) + sum(mounts.values())
+    if uid is not None and not mounts:
+        total += sum(f.stat().st_blocks * 512 for f in owned_files(Path("/dev/shm"), uid))
+    return total
+
+
+def owned_files(folder: Path, uid: int) -> list[Path]:
+    """The files under ``folder`` that ``uid`` owns."""
+    found = []
+    for top, _, names in os.walk(folder):
+        for name in names:
+            path = Path(top, name)
+            try:
+                if path.lstat().st_uid == uid:
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
+def memory_bytes(pids: set[int], uid: int | None) -> int:
+    """What the tree ``pids`` holds, as the watchdog counts it where no cgroup does."""
+    return resident_bytes(pids) + hidden_bytes(pids, uid)
+
+
+def _high_water_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def _reset_high_water(pid: int) -> None:
+    with open(f"/proc/{pid}/clear_refs", "w") as refs:
+        refs.write("5")  # VmHWM := VmRSS
+
+
+def _summed(tree: list[psutil.Process], figure) -> float:
+    total = 0.0
+    for process in tree:
+        try:
+            total += figure(process)
+        except (psutil.Error, OSError, StopIteration):
+            continue  # exited meanwhile: its parent has collected its share, or will
+    return total
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+class Meter:
+    """Readings of the tree under ``root``: through ``cgroup`` where given, else by walking it."""
+
+    def __init__(self, root: int, cgroup: Cgroup | None = None, uid: int | None = None) -> None:
+        self.root, self.cgroup, self.uid = root, cgroup, uid
+        self._watch: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._highest = 0
+
+    def read(self, reset_peak: bool = False) -> Usage:
+        """The tree's usage now; a peak watch running since the last ``reset_peak`` ends here and
+        gives ``peak_bytes``. ``reset_peak``: a new watch starts."""
+        tree = processes(self.root)
+        pids = {process.pid for process in tree}
+        read = int(_summed(tree, lambda p: p.io_counters().read_chars))
+        cpu = self.cgroup.cpu_seconds() if self.cgroup is not None else None
+        source = f"cgroup v{self.cgroup.version}" if self.cgroup is not None else "process tree"
+        if cpu is None:
+            cpu = _summed(tree, _cpu)
+            source += " (CPU time: process tree)" if self.cgroup is not None else ""
+        if self.cgroup is not None:
+            memory = peak = self.cgroup.held_bytes()
+        else:
+            memory = memory_bytes(pids, self.uid)
+            peak = int(_summed(tree, lambda p: _high_water_bytes(p.pid))) + hidden_bytes(pids, self.uid)
+        peak = max(memory, peak, self._stop_watch())
+        if reset_peak:
+            self._start_watch(tree, memory)
+        return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, source=source)
+
+    def close(self) -> None:
+        self._stop_watch()
+
+    def _start_watch(self, tree: list[psutil.Process], memory: int) -> None:
+        self._highest = memory
+        for process in tree:
+            try:
+                _reset_high_water(process.pid)
+            except OSError:
+                pass
+        self._watch = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(self._watch,), daemon=True)
+        self._thread.start()
+
+    def _sample(self, watch: threading.Event) -> None:
+        while not watch.wait(SAMPLE_SECONDS):
+            try:
+                used = self.cgroup.held_bytes() if self.cgroup is not None else \
+                    memory_bytes({p.pid for p in processes(self.root)}, self.uid)
+            except OSError:  # the worker's cgroup is gone: it was stopped
+                return
+            self._highest = max(self._highest, used)
+
+    def _stop_watch(self) -> int:
+        """End a sampled watch; the highest it saw (0 when none ran)."""
+        if self._thread is None:
+            return 0
+        self._watch.set()
+        self._thread.join()
+        self._watch = self._thread = None
+        return self._highest
