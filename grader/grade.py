@@ -146,8 +146,10 @@ def _split(files: list[Path], jobs: int) -> list[list[Path]]:
 
 def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
     notes = set()
-    if any("time budget" in t.message for t in tests):  # BUDGET_MESSAGE, or the judges' own
-        notes.add("This submission used up its time budget; the tests after that point were not run.")
+    late = sorted({t.problem for t in tests if "time budget" in t.message})  # BUDGET_MESSAGE, or the judges' own
+    if late:
+        notes.add(f"{', '.join(late)} used up {'its' if len(late) == 1 else 'their'} share of the time budget; "
+                  "the tests not judged by then were not run.")
     for report in reports:
         if report.get("import_error"):
             notes.add(f"Importing your package failed: {report['import_error']}")
