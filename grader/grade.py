@@ -4,6 +4,11 @@ The submission is staged into a private folder; judge sessions (pytest over the 
 with ``grader.plugin``, one per group of problems, ``--jobs`` at a time) each drive their own
 sandboxed worker. Their outcomes are merged into one ``GradingResult``, written as
 results.json and shown as a table.
+
+The budget is a wall for the whole grading: each judge session gets the time before it less a
+reserve (``_judge_budget``) and shares that among its problems (``grader.budget``), so that a
+problem that stalls costs only itself; a session still running at the wall is stopped, and its
+problems score 0 (``BUDGET_MESSAGE``).
 """
 
 from __future__ import annotations

@@ -198,12 +198,12 @@ class Submission:
     def forbidding(self, names: list[str], rule: str) -> Iterator[None]:
         """While the block runs, the submission calling any of ``names`` fails the request with ``rule``."""
         self._send({"$type": "forbid", "names": names, "rule": rule}, "arming the delegation check", None)
-        self._rule = rule
+        self._rule, armed = rule, self.backend.restarts
         try:
             yield
-        finally:  # even past the time budget: the next problem's calls must not meet the tripwires
+        finally:
             self._rule = ""
-            if self.backend.worker_pid() is not None:
+            if self.backend.restarts == armed:  # the armed worker runs on: disarm it even past the time budget
                 self._send({"$type": "allow"}, "disarming the delegation check", None, budgeted=False)
 
     def call(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
