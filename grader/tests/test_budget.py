@@ -43,10 +43,8 @@ def _slow(function):
     return slow
 
 
-@NAME@ = _slow(@NAME@)
-'''
-STALLS = {"P1": ("memory", "tensor_memory_bytes"), "P2": ("strides", "contiguous_strides"),
-          "P4": ("flops", "matmul_flops")}  # what a slow loop in a student's code looks like to the judge
+tensor_memory_bytes = _slow(tensor_memory_bytes)
+'''  # what a slow loop in a student's memory.py looks like to the judge
 
 
 def test_a_submission_whose_every_call_stalls_is_reported_before_the_budget_ends(tmp_path):
@@ -86,20 +84,19 @@ def test_judges_that_outlive_their_own_budget_are_stopped_at_the_wall(tmp_path, 
     assert result.score == 0 and result.max_score == 12 and any("time budget" in n for n in result.notes)
 
 
-def slow_reference(folder: Path, seconds: float, problems: tuple[str, ...] = tuple(STALLS)) -> Path:
-    """The reference whose functions named in STALLS for ``problems`` sleep ``seconds`` per call, then answer right."""
+def slow_reference(folder: Path, seconds: float) -> Path:
+    """The reference whose ``memory.tensor_memory_bytes`` (P1) sleeps ``seconds`` per call, then answers right."""
     package = folder / "assignment"
     shutil.copytree(KIT / "solutions", package, ignore=shutil.ignore_patterns("__pycache__"))
-    for module, name in (STALLS[key] for key in problems):
-        with open(package / f"{module}.py", "a") as stream:
-            stream.write(SLOW.replace("@SECONDS@", repr(seconds)).replace("@NAME@", name))
+    with open(package / "memory.py", "a") as stream:
+        stream.write(SLOW.replace("@SECONDS@", repr(seconds)))
     return folder
 
 
 @pytest.mark.parametrize("jobs", [1, 2])  # judge sessions [P1, P2, P3], or [P1, P3] and [P2]
 def test_a_problem_that_stalls_spends_only_its_own_share_of_the_budget(tmp_path, jobs):
     budget = 60
-    result = grade(slow_reference(tmp_path, 0.5, ("P1",)), problems=["P1", "P2", "P3"], jobs=jobs, gpu="off",
+    result = grade(slow_reference(tmp_path, 0.5), problems=["P1", "P2", "P3"], jobs=jobs, gpu="off",
                    budget_seconds=budget, call_seconds=5, profile="ci")
     assert result.execution_time <= budget and not result.error
     tests = {key: [t for t in result.tests if t.problem == key] for key in ("P1", "P2", "P3")}
