@@ -4,6 +4,11 @@ The submission is staged into a private folder; judge sessions (pytest over the 
 with ``grader.plugin``, one per group of problems, ``--jobs`` at a time) each drive their own
 sandboxed worker. Their outcomes are merged into one ``GradingResult``, written as
 results.json and shown as a table.
+
+The budget is a wall for the whole grading: each judge session gets the time before it less a
+reserve (``_judge_budget``) and shares that among its problems (``grader.budget``), so that a
+problem that stalls costs only itself; a session still running at the wall is stopped, and its
+problems score 0 (``BUDGET_MESSAGE``).
 """
 
 from __future__ import annotations
@@ -146,8 +151,10 @@ def _split(files: list[Path], jobs: int) -> list[list[Path]]:
 
 def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
     notes = set()
-    if any("time budget" in t.message for t in tests):  # BUDGET_MESSAGE, or the judges' own
-        notes.add("This submission used up its time budget; the tests after that point were not run.")
+    late = sorted({t.problem for t in tests if "time budget" in t.message})  # BUDGET_MESSAGE, or the judges' own
+    if late:
+        notes.add(f"{', '.join(late)} used up {'its' if len(late) == 1 else 'their'} share of the time budget; "
+                  "the tests not judged by then were not run.")
     for report in reports:
         if report.get("import_error"):
             notes.add(f"Importing your package failed: {report['import_error']}")

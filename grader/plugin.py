@@ -8,13 +8,16 @@ Messages keep only the assertion text (never hidden-suite source or tracebacks).
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
 only when the judge saw its call pass; the outcomes file says whether the session ended
 normally (``complete``), and ``grade`` awards nothing from a session that did not.
+
+Each problem gets its share of the session's time budget as its first test starts
+(``grader.budget``): calls into the submission stop at its end, and the problem's tests that
+start after it fail, not run, with "P1 used up its time budget".
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from . import session
+from .budget import Budget
 from .results import NOT_JUDGED
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
@@ -107,7 +111,7 @@ def clean_message(longrepr: object) -> str:
     """The failure's own message: no source lines, no traceback, no assertion rewriting."""
     crash = getattr(longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(longrepr)
-    text = re.sub(r"^(?:[\w.]+\.)?(?:StudentError|AssertionError|Failed): ?", "", text)
+    text = re.sub(r"^(?:[\w.]+\.)?(?:StudentError|OutOfTime|AssertionError|Failed): ?", "", text)
     text = text.split("\nassert ", 1)[0]
     text = re.sub(r"\n\s*sub=<[^>\n]*>,", "", text)  # hypothesis lists the fixture among the arguments
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 15] + "...[truncated]"
@@ -120,8 +124,8 @@ class Recorder:
         self.config = config
         self.outcomes: dict[str, Outcome] = {}
         self.use_gpu = gpu_in_use(config)
-        budget = config.getoption("--budget-seconds")
-        self.deadline = time.monotonic() + budget if budget else None
+        self.budget = Budget(config.getoption("--budget-seconds"))
+        self.order: list[str] = []  # the problems, in the order their tests run
 
     def sub(self) -> Iterator[session.Submission]:
         """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
@@ -134,7 +138,7 @@ class Recorder:
             limits = Limits(call_seconds=self.config.getoption("--call-seconds"),
                             memory_bytes=self.config.getoption("--memory-mb") << 20)
             backend = Worker(folder, limits, masks=[Path(p) for p in self.config.getoption("--mask")])
-        submission = session.Submission(backend, folder, self.deadline, self.config.getoption("--call-seconds"))
+        submission = session.Submission(backend, folder, self.budget, self.config.getoption("--call-seconds"))
         yield submission
         backend.close()
         self.isolation = backend.isolation
@@ -150,6 +154,17 @@ class Recorder:
                 gpu=item.get_closest_marker("gpu") is not None)
             if item.get_closest_marker("gpu") and not self.use_gpu:
                 item.add_marker(pytest.mark.skip(reason=NOT_RUN_GPU))
+        self.order = list(dict.fromkeys(outcome.problem for outcome in self.outcomes.values()))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """The first test of a problem starts its share of the time budget (``grader.budget``); once
+        that is spent, the problem's tests are not run: they fail, saying so."""
+        outcome = self.outcomes[item.nodeid]
+        self.budget.start(outcome.problem, later=len(self.order) - 1 - self.order.index(outcome.problem))
+        if self.budget.spent() and not (outcome.gpu and not self.use_gpu):
+            outcome.status, outcome.message = "failed", f"not run: {self.budget.why()}"
+            pytest.fail(outcome.message, pytrace=False)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         outcome = self.outcomes.get(report.nodeid)

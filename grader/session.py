@@ -19,13 +19,13 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
 from . import wire
+from .budget import Budget
 from .containment.tree import Meter, Usage
 from .confined import worker  # the --in-process debugging backend only
 from .confined.dispatch import Dispatcher  # the --in-process debugging backend only
@@ -35,6 +35,12 @@ DEFAULT_CALL_SECONDS = 30.0
 
 class StudentError(AssertionError):
     """Student code raised where a value was expected, or its worker failed: the test fails."""
+
+
+class OutOfTime(BaseException):
+    """The test's problem used up its share of the time budget: the test stops, not judged. Not an
+    Exception, so that nothing catches it on the way (hypothesis, which would replay the example,
+    nor a test that expects a call to fail)."""
 
 
 class WorkerFailure(Exception):
@@ -99,11 +105,11 @@ def _show(value: Any, items: int = 4) -> str:
 class Submission:
     """Calls into one submission through a backend (sandboxed worker, or in-process for debugging)."""
 
-    def __init__(self, backend: Backend, source_dir: Path, deadline: float | None = None,
+    def __init__(self, backend: Backend, source_dir: Path, budget: Budget | None = None,
                  call_seconds: float = DEFAULT_CALL_SECONDS) -> None:
         self.backend = backend
         self.source_dir = source_dir
-        self.deadline = deadline
+        self.budget = budget or Budget()
         self.call_seconds = call_seconds
         self._next_id = 0
         self._issued = 0
@@ -111,19 +117,22 @@ class Submission:
         self._in_flight: dict[int, tuple[int, Callable[..., Any]]] = {}  # passed: token -> (call id, function)
         self._rule = ""
 
-    def _send(self, message: dict, what: str, timeout: float | None) -> Any:
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise StudentError(f"{what} was not run: this submission used up its time budget")
+    def _send(self, message: dict, what: str, timeout: float | None, budgeted: bool = True) -> Any:
+        if budgeted and self.budget.spent():
+            raise OutOfTime(f"{what} was not run: {self.budget.why()}")
         self._next_id += 1
         message["id"] = number = self._next_id
         timeout = timeout or self.call_seconds
-        if self.deadline is not None:  # no call runs past the submission's time budget
-            timeout = max(0.5, min(timeout, self.deadline - time.monotonic()))
+        cut = budgeted and self.budget.left() < timeout  # no call runs past its problem's share of the budget
+        if cut:
+            timeout = max(0.5, self.budget.left())
         failures: list[BaseException] = []
         tokens = self._bind_callbacks(message, number)
         try:
             answer = self.backend.request(message, timeout, lambda frame: self._run_callback(frame, number, failures))
         except WorkerFailure as exc:
+            if cut and self.budget.spent():
+                raise OutOfTime(f"{what} was stopped: {self.budget.why()}") from None
             raise StudentError(f"{what}: {exc}") from None
         finally:
             for token in tokens:  # a callback lives as long as the call it was passed to
@@ -218,12 +227,13 @@ class Submission:
     def forbidding(self, names: list[str], rule: str) -> Iterator[None]:
         """While the block runs, the submission calling any of ``names`` fails the request with ``rule``."""
         self._send({"$type": "forbid", "names": names, "rule": rule}, "arming the delegation check", None)
-        self._rule = rule
+        self._rule, armed = rule, self.backend.restarts
         try:
             yield
         finally:
             self._rule = ""
-            self._send({"$type": "allow"}, "disarming the delegation check", None)
+            if self.backend.restarts == armed:  # the armed worker runs on: disarm it even past the time budget
+                self._send({"$type": "allow"}, "disarming the delegation check", None, budgeted=False)
 
     def call(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """The value returned; a student exception fails the test with its message."""
@@ -262,7 +272,7 @@ class Submission:
         """The same submission in a second, separate worker (started on its first request, under
         the same budget): nothing of this worker's process reaches it, only what the judge hands
         over. ``close`` it when done."""
-        return Submission(self.backend.sibling(), self.source_dir, self.deadline, self.call_seconds)
+        return Submission(self.backend.sibling(), self.source_dir, self.budget, self.call_seconds)
 
     def close(self) -> None:
         """Stop the worker and remove its folders."""
