@@ -1,11 +1,15 @@
-"""Batch throughput: ``grader batch --jobs 2`` against ``--jobs 1`` on the same class.
+"""Batch throughput: ``grader batch --jobs 2`` against ``--jobs 1`` on the same class, and what each pass costs.
 
 Makes a class of COPIES identical submissions (copies of the reference, or of ``--submission``),
-grades it once with one judge at a time and once with two, each into a fresh folder, and prints
-submissions per minute for both and their ratio, measured in this one run:
+grades it (the CPU pass, ``--gpu off``) once with one judge at a time and once with two, each into
+a fresh folder, and prints for both submissions per hour, CPU-seconds per submission (user +
+system of the whole process tree, from the kernel: the figure to plan with on a shared machine)
+and their ratio, measured in this one run. Where CUDA is present it then grades the class whole
+(``--gpu require``) and as the GPU pass alone (``--gpu only``), one at a time, and prints both;
+without CUDA it says that the GPU pass cannot run here:
 
     python -m grader.bench.batch_throughput                 # 6 copies, P1 only, ci profile
-    python -m grader.bench.batch_throughput --copies 4 --problems P1,P3
+    python -m grader.bench.batch_throughput --copies 4 --problems '' --profile grading
 
 Grading is real (``python -m grader grade`` per submission) unless ``--grade-command`` names
 another command taking the same arguments (the kit's tests use a fake one to check this script).
@@ -14,11 +18,13 @@ another command taking the same arguments (the kit's tests use a fake one to che
 from __future__ import annotations
 
 import argparse
+import resource
 import shlex
 import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader import batch
@@ -33,20 +39,38 @@ def make_class(source: Path, copies: int, dest: Path) -> Path:
     return folder
 
 
-def measure(folder: Path, out: Path, jobs: int, problems: list[str] | None, command: tuple[str, ...]) -> float:
-    started = time.perf_counter()
-    code = batch.main(str(folder), out=out, jobs=jobs, gpu="off", profile="ci", problems=problems,
+def cpu_seconds() -> float:
+    """User + system CPU-seconds of every reaped descendant of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float  # wall
+    cpu: float  # CPU-seconds of the whole tree
+
+    def line(self, what: str, copies: int) -> str:
+        return (f"  {what}: {self.seconds:.1f} s, {3600 * copies / self.seconds:.1f} submissions/hour, "
+                f"{self.cpu / copies:.1f} CPU-s per submission")
+
+
+def measure(folder: Path, out: Path, jobs: int, problems: list[str] | None, command: tuple[str, ...],
+            gpu: str = "off", profile: str = "ci") -> Run:
+    started, cpu = time.perf_counter(), cpu_seconds()
+    code = batch.main(str(folder), out=out, jobs=jobs, gpu=gpu, profile=profile, problems=problems,
                       grade_command=command)
-    seconds = time.perf_counter() - started
+    run = Run(time.perf_counter() - started, cpu_seconds() - cpu)
     if code != 0:
-        raise SystemExit(f"grader batch --jobs {jobs} exited with {code}")
-    return seconds
+        raise SystemExit(f"grader batch --jobs {jobs} --gpu {gpu} exited with {code}")
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=6, help="submissions in the class")
     parser.add_argument("--problems", default="P1", help="problems graded, comma-separated ('' for all)")
+    parser.add_argument("--profile", choices=("ci", "grading"), default="ci", help="hypothesis profile")
     parser.add_argument("--submission", type=Path, default=KIT_ROOT / "solutions", help="the folder copied")
     parser.add_argument("--grade-command", default="", help="instead of python -m grader grade (tests)")
     args = parser.parse_args(argv)
@@ -54,12 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     command = tuple(shlex.split(args.grade_command)) if args.grade_command else batch.GRADE_COMMAND
     with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
         folder = make_class(args.submission, args.copies, Path(tmp))
-        seconds = {jobs: measure(folder, Path(tmp) / f"out-{jobs}", jobs, problems, command) for jobs in (1, 2)}
-    rate = {jobs: 60 * args.copies / s for jobs, s in seconds.items()}
-    print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}:")
+        runs = {jobs: measure(folder, Path(tmp) / f"out-{jobs}", jobs, problems, command, profile=args.profile)
+                for jobs in (1, 2)}
+        gpu = {mode: measure(folder, Path(tmp) / f"out-{mode}", 1, problems, command, mode, args.profile)
+               for mode in ("require", "only")} if batch._cuda_available() else {}
+    print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}, {args.profile} profile:")
     for jobs in (1, 2):
-        print(f"  --jobs {jobs}: {seconds[jobs]:.1f} s, {rate[jobs]:.2f} submissions/min")
-    print(f"throughput ratio (--jobs 2 / --jobs 1): {rate[2] / rate[1]:.2f}")
+        print(runs[jobs].line(f"CPU pass (--gpu off) --jobs {jobs}", args.copies))
+    print(f"throughput ratio (--jobs 2 / --jobs 1): {runs[1].seconds / runs[2].seconds:.2f}")
+    if gpu:
+        print(gpu["require"].line("whole grading (--gpu require)", args.copies))
+        print(gpu["only"].line("GPU pass (--gpu only)", args.copies))
+        print(f"GPU pass / whole grading, wall time: {gpu['only'].seconds / gpu['require'].seconds:.2f}")
+    else:
+        print("no CUDA here: the GPU pass (--gpu only) cannot run; a whole grading here is the CPU pass above")
     return 0
 
 
