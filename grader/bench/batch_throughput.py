@@ -3,7 +3,8 @@
 Makes a class of COPIES identical submissions (copies of the reference, or of ``--submission``),
 grades it (the CPU pass, ``--gpu off``) once with one judge at a time and once with two, each into
 a fresh folder, and prints for both submissions per hour, CPU-seconds per submission (user +
-system of the whole process tree, from the kernel: the figure to plan with on a shared machine)
+system of the whole process tree, counted by the kernel in a cgroup of its own (``cputime``):
+the figure to plan with on a shared machine)
 and their ratio, measured in this one run. Where CUDA is present it then grades the class whole
 (``--gpu require``) and as the GPU pass alone (``--gpu only``), one at a time, and prints both;
 without CUDA it says that the GPU pass cannot run here:
@@ -18,9 +19,9 @@ another command taking the same arguments (the kit's tests use a fake one to che
 from __future__ import annotations
 
 import argparse
-import resource
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import batch
+from grader.bench.cputime import TreeCPU
 from grader.grade import KIT_ROOT
 
 
@@ -37,12 +39,6 @@ def make_class(source: Path, copies: int, dest: Path) -> Path:
         shutil.copytree(source, folder / f"student{index:02d}" / "assignment",
                         ignore=shutil.ignore_patterns("__pycache__"))
     return folder
-
-
-def cpu_seconds() -> float:
-    """User + system CPU-seconds of every reaped descendant of this process so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass(frozen=True)
@@ -55,12 +51,15 @@ class Run:
                 f"{self.cpu / copies:.1f} CPU-s per submission")
 
 
-def measure(folder: Path, out: Path, jobs: int, problems: list[str] | None, command: tuple[str, ...],
-            gpu: str = "off", profile: str = "ci") -> Run:
-    started, cpu = time.perf_counter(), cpu_seconds()
-    code = batch.main(str(folder), out=out, jobs=jobs, gpu=gpu, profile=profile, problems=problems,
-                      grade_command=command)
-    run = Run(time.perf_counter() - started, cpu_seconds() - cpu)
+def measure(tree: TreeCPU, folder: Path, out: Path, jobs: int, problems: list[str] | None,
+            command: tuple[str, ...], gpu: str = "off", profile: str = "ci") -> Run:
+    """Grade the class with ``grader batch`` in a process of its own, its whole tree counted by ``tree``."""
+    call = (f"import sys; from grader import batch; sys.exit(batch.main({str(folder)!r}, out={str(out)!r}, "
+            f"jobs={jobs}, gpu={gpu!r}, profile={profile!r}, problems={problems!r}, grade_command={command!r}))")
+    started, cpu = time.perf_counter(), tree.used()
+    code = tree.popen([sys.executable, "-c", call], cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).wait()
+    run = Run(time.perf_counter() - started, tree.used() - cpu)
     if code != 0:
         raise SystemExit(f"grader batch --jobs {jobs} --gpu {gpu} exited with {code}")
     return run
@@ -76,13 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems = [p.strip().upper() for p in args.problems.split(",") if p.strip()] or None
     command = tuple(shlex.split(args.grade_command)) if args.grade_command else batch.GRADE_COMMAND
-    with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
-        folder = make_class(args.submission, args.copies, Path(tmp))
-        runs = {jobs: measure(folder, Path(tmp) / f"out-{jobs}", jobs, problems, command, profile=args.profile)
-                for jobs in (1, 2)}
-        gpu = {mode: measure(folder, Path(tmp) / f"out-{mode}", 1, problems, command, mode, args.profile)
-               for mode in ("require", "only")} if batch._cuda_available() else {}
-    print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}, {args.profile} profile:")
+    tree = TreeCPU()
+    try:
+        with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
+            folder = make_class(args.submission, args.copies, Path(tmp))
+            runs = {jobs: measure(tree, folder, Path(tmp) / f"out-{jobs}", jobs, problems, command,
+                                  profile=args.profile) for jobs in (1, 2)}
+            gpu = {mode: measure(tree, folder, Path(tmp) / f"out-{mode}", 1, problems, command, mode, args.profile)
+                   for mode in ("require", "only")} if batch._cuda_available() else {}
+    finally:
+        tree.close()
+    print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}, {args.profile} profile; "
+          f"CPU time (user + sys) counted by {tree.how}:")
     for jobs in (1, 2):
         print(runs[jobs].line(f"CPU pass (--gpu off) --jobs {jobs}", args.copies))
     print(f"throughput ratio (--jobs 2 / --jobs 1): {runs[1].seconds / runs[2].seconds:.2f}")
