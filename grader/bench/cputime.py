@@ -12,6 +12,7 @@ import os
 import resource
 import secrets
 import subprocess
+import time
 from pathlib import Path
 
 V1 = Path("/sys/fs/cgroup/cpuacct")
@@ -57,5 +58,11 @@ class TreeCPU:
         return subprocess.Popen(argv, preexec_fn=self._enter if self.folder else None, **kwargs)
 
     def close(self) -> None:
-        if self.folder:
-            self.folder.rmdir()
+        """Remove the cgroup, once its last process (a moment after it is reaped) has left it."""
+        for _ in range(100):
+            try:
+                if self.folder:
+                    self.folder.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
