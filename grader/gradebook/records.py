@@ -23,6 +23,7 @@ MAX_ROW = ["max points", str(TOTAL_POINTS), *(str(p.points) for p in PROBLEMS.va
 NO_RESULT = "listed by its batch, no result (interrupted? re-run the batch)"
 NO_SUBMISSION = "in the roster, no submission"
 NOT_IN_ROSTER = "not in the roster"
+GPU_PASS_ALONE = "only the GPU tests were graded (--gpu only): the CPU pass has no result for this student"
 
 
 class GradebookError(ValueError):
@@ -141,13 +142,21 @@ def merge(records: list[Record]) -> list[Record]:
                           for other in group[1:] if other.identity() != group[0].identity()]
             kept += group[:1]
         try:
-            merged.append(combine(*kept) if len(kept) == 2 else kept[0])
+            merged.append(combine(*kept) if len(kept) == 2 else _alone(kept[0]))
         except GradebookError as exc:
             conflicts.append(f"{student}: {exc}")
     if conflicts:
         raise GradebookError("conflicting results for the same student (merge only one of them: drop the "
                              "stale folder or re-grade):\n  " + "\n  ".join(conflicts))
     return merged
+
+
+def _alone(record: Record) -> Record:
+    """A record without the other pass: as it is, unless it is a GPU pass (then an error row: its total
+    would count only the GPU tests)."""
+    if not record.gpu_pass or record.status != "graded":
+        return record
+    return replace(record, status="error", reason=GPU_PASS_ALONE, **_scores(record.tests, False))
 
 
 def combine(main: Record, gpu: Record) -> Record:

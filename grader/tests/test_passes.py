@@ -79,6 +79,11 @@ def test_each_pass_alone_runs_only_its_own_tests(passes):
     assert {t.message for t in gpu.tests if not t.gpu} == {plugin.NOT_RUN_CPU}
 
 
+def test_a_gpu_pass_without_its_cpu_pass_is_an_error_row(passes):
+    (record,) = [r for r in gradebook.collect([passes["only"]])[0] if r.student == "reference"]
+    assert record.status == "error" and record.total == 0 and "CPU pass has no result" in record.reason
+
+
 def _pass(result: Path, tmp: Path, name: str, edit) -> Path:
     """A copy of a results file with ``edit(data)`` applied, in a folder of its own."""
     data = json.loads(result.read_text())
