@@ -112,7 +112,8 @@ def _reusable(path: Path, digest: str, options: dict[str, Any], retry_errors: bo
         return False
     if record.get("status") != "graded" or regrade_reason(data):
         return not retry_errors
-    return not (kit_data(data).get("provisional") and cuda and options["gpu"] != "off")  # a GPU is here now: make it official
+    # a GPU is here now: make it official (a --gpu only pass is partial by design, never provisional on that account)
+    return not (kit_data(data).get("provisional") and cuda and options["gpu"] not in ("off", "only"))
 
 
 def _class_folder(source: Path, scratch: Path) -> Path:
@@ -427,8 +428,8 @@ def main(submissions: str, *, out: Path | None = None, jobs: int = 1, shard: str
         parsed = parse_shard(shard) if shard else None
         if jobs < 1 or timeout_seconds <= 0:
             raise BatchError("--jobs must be at least 1 and --timeout-seconds positive")
-        if gpu == "require" and not _cuda_available():
-            raise BatchError("--gpu require: no CUDA device is available on this machine")
+        if gpu in ("require", "only") and not _cuda_available():
+            raise BatchError(f"--gpu {gpu}: no CUDA device is available on this machine")
     except (BatchError, ValueError) as exc:
         print(f"grader batch: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments
-from .results import NOT_RUN_MODES, VISIBILITIES
+from .results import GPU_MODES, NOT_RUN_MODES, VISIBILITIES
 
 
 def _defaults(module: str) -> dict[str, Any]:
@@ -21,9 +21,11 @@ def _defaults(module: str) -> dict[str, Any]:
 
 
 def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
-    parser.add_argument("--gpu", choices=("auto", "require", "off"), default=defaults["gpu"],
+    parser.add_argument("--gpu", choices=GPU_MODES, default=defaults["gpu"],
                         help="auto: run GPU tests when CUDA is present (else 'not run', grade provisional); "
-                             "require: fail fast without CUDA; off: never run them")
+                             "require: fail fast without CUDA; off: never run them; only: run the GPU tests "
+                             "alone, the others 'not run' (a class's GPU pass, merged by grader gradebook; "
+                             "fails fast without CUDA)")
     parser.add_argument("--seed", type=arguments.seed, default=defaults["seed"], help="hypothesis seed (reproducible grading)")
     parser.add_argument("--problems", type=arguments.problems, default=defaults["problems"], help="only these, e.g. P1,P3")
     parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults["budget_seconds"],

@@ -173,11 +173,11 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
     Raises SubmissionError when the submission cannot be read, GradingError on bad options.
     """
     started = time.monotonic() if started is None else started
-    if gpu == "require":
+    if gpu in ("require", "only"):
         import torch
 
         if not torch.cuda.is_available():
-            raise GradingError("--gpu require: no CUDA device is available on this machine")
+            raise GradingError(f"--gpu {gpu}: no CUDA device is available on this machine")
     files = hidden_suites(problems, hidden)
     if not files:
         raise GradingError(f"no hidden suites found for {problems or 'any problem'} in {hidden}")
@@ -193,8 +193,11 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
     tests = [TestResult(**outcome) for report in reports for outcome in report["outcomes"]]
     isolation = next((r["isolation"] for r in reports if r.get("isolation")), {})
     failures = "; ".join(r["failed"] for r in reports if r.get("failed"))
+    graded_with = dict(gpu=gpu, seed=seed, profile=profile, budget_seconds=budget_seconds, call_seconds=call_seconds,
+                       memory_mb=memory_mb, problems=sorted(problems) if problems else None)
     return GradingResult(tests=tuple(tests), submission=str(submission), isolation=isolation,
-                         execution_time=time.monotonic() - started, notes=_notes(reports, tests), error=failures)
+                         execution_time=time.monotonic() - started, notes=_notes(reports, tests), error=failures,
+                         options=graded_with)
 
 
 def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: int = 1, seed: int = 0,

@@ -2,7 +2,8 @@
 
 It provides the ``sub`` fixture (a ``session.Submission``), reads each test's
 ``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
-marks GPU tests "not run" where no GPU is used, and records one plain outcome per test.
+marks GPU tests "not run" where no GPU is used (and, with ``--gpu only``, every other test:
+the CPU pass grades those), and records one plain outcome per test.
 Messages keep only the assertion text (never hidden-suite source or tracebacks).
 
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
@@ -26,9 +27,10 @@ import pytest
 
 from . import session
 from .budget import Budget
-from .results import NOT_JUDGED
+from .results import GPU_MODES, NOT_JUDGED
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
+NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
 STOPPED = "not run: grading stopped at the first failed test"
 SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
@@ -53,7 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "hidden-suite judge")
     group.addoption("--submission", help="staged submission package folder")
     group.addoption("--in-process", action="store_true", help="UNSAFE: run student code in the judge (debugging)")
-    group.addoption("--gpu", choices=("auto", "require", "off"), default="auto")
+    group.addoption("--gpu", choices=GPU_MODES, default="auto")
     group.addoption("--call-seconds", type=float, default=session.DEFAULT_CALL_SECONDS)
     group.addoption("--budget-seconds", type=float, default=None, help="time budget for the whole submission")
     group.addoption("--memory-mb", type=int, default=4096, help="worker memory cap (resident)")
@@ -88,8 +90,8 @@ def gpu_in_use(config: pytest.Config) -> bool:
     import torch
 
     available = torch.cuda.is_available()
-    if mode == "require" and not available:
-        raise pytest.UsageError("--gpu require: no CUDA device is available")
+    if mode in ("require", "only") and not available:
+        raise pytest.UsageError(f"--gpu {mode}: no CUDA device is available")
     return available
 
 
@@ -124,8 +126,9 @@ class Recorder:
         self.config = config
         self.outcomes: dict[str, Outcome] = {}
         self.use_gpu = gpu_in_use(config)
+        self.gpu_only = config.getoption("--gpu") == "only"
         self.budget = Budget(config.getoption("--budget-seconds"))
-        self.order: list[str] = []  # the problems, in the order their tests run
+        self.order: list[str] = []  # the problems with tests to run, in the order their tests run
 
     def sub(self) -> Iterator[session.Submission]:
         """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
@@ -152,17 +155,26 @@ class Recorder:
                 nodeid=item.nodeid, problem=problem, module=module, name=doc[0] if doc else item.name,
                 points=points_of(item), status="error", message=NOT_JUDGED, duration=0.0,
                 gpu=item.get_closest_marker("gpu") is not None)
-            if item.get_closest_marker("gpu") and not self.use_gpu:
-                item.add_marker(pytest.mark.skip(reason=NOT_RUN_GPU))
-        self.order = list(dict.fromkeys(outcome.problem for outcome in self.outcomes.values()))
+            reason = self.not_run_reason(self.outcomes[item.nodeid].gpu)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+        self.order = list(dict.fromkeys(o.problem for o in self.outcomes.values() if not self.not_run_reason(o.gpu)))
+
+    def not_run_reason(self, gpu: bool) -> str:
+        """Why a test is not run in this session ("" when it is run): the other pass grades it."""
+        if gpu and not self.use_gpu:
+            return NOT_RUN_GPU
+        return NOT_RUN_CPU if self.gpu_only and not gpu else ""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """The first test of a problem starts its share of the time budget (``grader.budget``); once
         that is spent, the problem's tests are not run: they fail, saying so."""
         outcome = self.outcomes[item.nodeid]
+        if self.not_run_reason(outcome.gpu):
+            return
         self.budget.start(outcome.problem, later=len(self.order) - 1 - self.order.index(outcome.problem))
-        if self.budget.spent() and not (outcome.gpu and not self.use_gpu):
+        if self.budget.spent():
             outcome.status, outcome.message = "failed", f"not run: {self.budget.why()}"
             pytest.fail(outcome.message, pytrace=False)
 
@@ -177,7 +189,7 @@ class Recorder:
             if report.when != "call":
                 outcome.message = f"(during {report.when}) {outcome.message}"
         elif report.skipped and outcome.status == "error":
-            outcome.status, outcome.message = "not_run", NOT_RUN_GPU if outcome.gpu else "not run"
+            outcome.status, outcome.message = "not_run", self.not_run_reason(outcome.gpu) or "not run"
         elif report.passed and report.when == "call" and outcome.status == "error":
             outcome.status, outcome.message = "passed", ""
 

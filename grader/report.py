@@ -21,7 +21,8 @@ def _clip(text: str, width: int) -> str:
 def result_table(result: GradingResult, width: int = 80) -> Table:
     """The table; the first-failure column is one line, clipped to fit ``width`` columns."""
     table = Table(title=f"{result.submission}: {result.score:g} / {result.max_score:g}"
-                        + ("  (provisional: GPU tests not run)" if result.provisional else ""))
+                        + ("  (GPU pass: the GPU tests alone)" if result.options.get("gpu") == "only" else
+                           "  (provisional: GPU tests not run)" if result.provisional else ""))
     rows = [(f"{key} {p.name}", f"{p.score:g} / {p.max_score:g}" + (f" ({p.not_run:g} not run)" if p.not_run else ""),
              _tests_passed(p.passed, p.total, p.not_run_tests, p.errors), p.first_failure)
             for key, p in result.problems().items() if p.total]

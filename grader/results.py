@@ -25,6 +25,7 @@ from .problems import PROBLEMS
 
 STATUSES = ("passed", "failed", "not_run", "error")  # error: the grader failed on this test (regrade)
 NOT_RUN_MODES = ("exclude", "zero")
+GPU_MODES = ("auto", "require", "off", "only")  # only: the GPU tests alone (a class's GPU pass)
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 FAILED_ENTRY = "Autograder failed"
 NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"  # until the judge sees it
@@ -77,6 +78,7 @@ class GradingResult:
     execution_time: float = 0.0
     error: str = ""  # why grading could not complete (shown as "Autograder failed")
     notes: tuple[str, ...] = ()  # facts students should see (time budget used up, import errors)
+    options: dict[str, Any] = field(default_factory=dict)  # how it was graded (gpu mode, seed, profile, budgets)
 
     @property
     def score(self) -> float:
@@ -117,7 +119,9 @@ class GradingResult:
                                        "has the details. Your score may be incomplete.",
                              "visibility": "visible"})
         summary = [f"Score: {self.score:g} / {self.max_score:g}"]
-        if self.provisional:
+        if self.options.get("gpu") == "only":
+            summary.append("GPU pass: only the GPU tests were run here; the other tests are graded by the CPU pass.")
+        elif self.provisional:
             summary.append("Provisional: GPU tests were not run here; the official grade comes from a GPU runner.")
         summary += list(self.notes)
         return {
@@ -137,6 +141,7 @@ class GradingResult:
                 "isolation": dict(self.isolation),
                 "notes": list(self.notes),
                 "grader_error": self.error,
+                "options": dict(self.options),
             },
         }
 
@@ -147,7 +152,7 @@ class GradingResult:
         return cls(tests=tuple(_kit_test(t) for t in data.get("tests", []) if "extra_data" in t),
                    submission=extra.get("submission", ""), isolation=dict(extra.get("isolation", {})),
                    execution_time=float(data.get("execution_time", 0.0)), error=extra.get("grader_error", ""),
-                   notes=tuple(extra.get("notes", ())))
+                   notes=tuple(extra.get("notes", ())), options=dict(extra.get("options", {})))
 
 
 def kit_data(data: dict[str, Any]) -> dict[str, Any]:

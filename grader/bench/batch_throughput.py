@@ -1,11 +1,16 @@
-"""Batch throughput: ``grader batch --jobs 2`` against ``--jobs 1`` on the same class.
+"""Batch throughput: ``grader batch --jobs 2`` against ``--jobs 1`` on the same class, and what each pass costs.
 
 Makes a class of COPIES identical submissions (copies of the reference, or of ``--submission``),
-grades it once with one judge at a time and once with two, each into a fresh folder, and prints
-submissions per minute for both and their ratio, measured in this one run:
+grades it (the CPU pass, ``--gpu off``) once with one judge at a time and once with two, each into
+a fresh folder, and prints for both submissions per hour, CPU-seconds per submission (user +
+system of the whole process tree, counted by the kernel in a cgroup of its own (``cputime``):
+the figure to plan with on a shared machine)
+and their ratio, measured in this one run. Where CUDA is present it then grades the class whole
+(``--gpu require``) and as the GPU pass alone (``--gpu only``), one at a time, and prints both;
+without CUDA it says that the GPU pass cannot run here:
 
     python -m grader.bench.batch_throughput                 # 6 copies, P1 only, ci profile
-    python -m grader.bench.batch_throughput --copies 4 --problems P1,P3
+    python -m grader.bench.batch_throughput --copies 4 --problems '' --profile grading
 
 Grading is real (``python -m grader grade`` per submission) unless ``--grade-command`` names
 another command taking the same arguments (the kit's tests use a fake one to check this script).
@@ -16,12 +21,15 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader import batch
+from grader.bench.cputime import TreeCPU
 from grader.grade import KIT_ROOT
 
 
@@ -33,33 +41,61 @@ def make_class(source: Path, copies: int, dest: Path) -> Path:
     return folder
 
 
-def measure(folder: Path, out: Path, jobs: int, problems: list[str] | None, command: tuple[str, ...]) -> float:
-    started = time.perf_counter()
-    code = batch.main(str(folder), out=out, jobs=jobs, gpu="off", profile="ci", problems=problems,
-                      grade_command=command)
-    seconds = time.perf_counter() - started
+@dataclass(frozen=True)
+class Run:
+    seconds: float  # wall
+    cpu: float  # CPU-seconds of the whole tree
+
+    def line(self, what: str, copies: int) -> str:
+        return (f"  {what}: {self.seconds:.1f} s, {3600 * copies / self.seconds:.1f} submissions/hour, "
+                f"{self.cpu / copies:.1f} CPU-s per submission")
+
+
+def measure(tree: TreeCPU, folder: Path, out: Path, jobs: int, problems: list[str] | None,
+            command: tuple[str, ...], gpu: str = "off", profile: str = "ci") -> Run:
+    """Grade the class with ``grader batch`` in a process of its own, its whole tree counted by ``tree``."""
+    call = (f"import sys; from grader import batch; sys.exit(batch.main({str(folder)!r}, out={str(out)!r}, "
+            f"jobs={jobs}, gpu={gpu!r}, profile={profile!r}, problems={problems!r}, grade_command={command!r}))")
+    started, cpu = time.perf_counter(), tree.used()
+    code = tree.popen([sys.executable, "-c", call], cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).wait()
+    run = Run(time.perf_counter() - started, tree.used() - cpu)
     if code != 0:
-        raise SystemExit(f"grader batch --jobs {jobs} exited with {code}")
-    return seconds
+        raise SystemExit(f"grader batch --jobs {jobs} --gpu {gpu} exited with {code}")
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=6, help="submissions in the class")
     parser.add_argument("--problems", default="P1", help="problems graded, comma-separated ('' for all)")
+    parser.add_argument("--profile", choices=("ci", "grading"), default="ci", help="hypothesis profile")
     parser.add_argument("--submission", type=Path, default=KIT_ROOT / "solutions", help="the folder copied")
     parser.add_argument("--grade-command", default="", help="instead of python -m grader grade (tests)")
     args = parser.parse_args(argv)
     problems = [p.strip().upper() for p in args.problems.split(",") if p.strip()] or None
     command = tuple(shlex.split(args.grade_command)) if args.grade_command else batch.GRADE_COMMAND
-    with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
-        folder = make_class(args.submission, args.copies, Path(tmp))
-        seconds = {jobs: measure(folder, Path(tmp) / f"out-{jobs}", jobs, problems, command) for jobs in (1, 2)}
-    rate = {jobs: 60 * args.copies / s for jobs, s in seconds.items()}
-    print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}:")
+    tree = TreeCPU()
+    try:
+        with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
+            folder = make_class(args.submission, args.copies, Path(tmp))
+            runs = {jobs: measure(tree, folder, Path(tmp) / f"out-{jobs}", jobs, problems, command,
+                                  profile=args.profile) for jobs in (1, 2)}
+            gpu = {mode: measure(tree, folder, Path(tmp) / f"out-{mode}", 1, problems, command, mode, args.profile)
+                   for mode in ("require", "only")} if batch._cuda_available() else {}
+    finally:
+        tree.close()
+    print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}, {args.profile} profile; "
+          f"CPU time (user + sys) counted by {tree.how}:")
     for jobs in (1, 2):
-        print(f"  --jobs {jobs}: {seconds[jobs]:.1f} s, {rate[jobs]:.2f} submissions/min")
-    print(f"throughput ratio (--jobs 2 / --jobs 1): {rate[2] / rate[1]:.2f}")
+        print(runs[jobs].line(f"CPU pass (--gpu off) --jobs {jobs}", args.copies))
+    print(f"throughput ratio (--jobs 2 / --jobs 1): {runs[1].seconds / runs[2].seconds:.2f}")
+    if gpu:
+        print(gpu["require"].line("whole grading (--gpu require)", args.copies))
+        print(gpu["only"].line("GPU pass (--gpu only)", args.copies))
+        print(f"GPU pass / whole grading, wall time: {gpu['only'].seconds / gpu['require'].seconds:.2f}")
+    else:
+        print("no CUDA here: the GPU pass (--gpu only) cannot run; a whole grading here is the CPU pass above")
     return 0
 
 

@@ -315,3 +315,4 @@ def test_throughput_benchmark_reports_a_ratio():
                          timeout=300)
     assert run.returncode == 0, run.stderr
     assert "throughput ratio (--jobs 2 / --jobs 1): " in run.stdout
+    assert run.stdout.count("submissions/hour") >= 2 and "CPU-s per submission" in run.stdout

@@ -54,17 +54,22 @@ def _fake_sbatch(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "SBATCH_LOG": str(tmp_path / "calls")}
 
 
-@pytest.mark.parametrize("gpu", [False, True])
-def test_submit_asks_for_a_gpu_only_with_the_gpu_option(tmp_path, gpu):
+@pytest.mark.parametrize("mode", ["", "--gpu", "--cpu-only"])
+def test_submit_asks_for_gpus_only_for_gpu_tests_by_default(tmp_path, mode):
+    """Default: a CPU array (--gpu off) and a GPU array (--gpu only, one GPU a task), the merge after both."""
     env = _fake_sbatch(tmp_path)
-    command = [str(SUBMIT), *(["--gpu"] if gpu else []), "class", "out", "3", "--", "--partition=p", "--mem=8G"]
+    command = [str(SUBMIT), *filter(None, [mode]), "--gpu-shards", "2", "--gpu-sbatch", "--partition=g", "class",
+               "out", "3", "--", "--partition=p", "--mem=8G"]
     said = _run(command, env, cwd=tmp_path)
-    array, merge = (tmp_path / "calls").read_text().splitlines()
-    assert array.startswith("require " if gpu else "off ") and ("--gres=gpu:1" in array.split()) == gpu
-    assert "--array=1-3" in array and "grade_array.sbatch class out" in array
-    assert "--dependency=afterany:7" in merge and "merge.sbatch out" in merge and "--gres" not in merge
-    assert all("--partition=p --mem=8G" in call for call in (array, merge))
-    assert f"on {'GPUs' if gpu else 'CPUs'}" in said
+    *arrays, merge = (tmp_path / "calls").read_text().splitlines()
+    expected = {"": [("off", "3", False), ("only", "2", True)], "--gpu": [("require", "3", True)],
+                "--cpu-only": [("off", "3", False)]}[mode]
+    assert [(a.split()[0], a.split("--array=1-")[1].split()[0], "--gres=gpu:1" in a.split()) for a in arrays] == expected
+    assert all(("--partition=g" in a.split()) == gres for a, (_, _, gres) in zip(arrays, expected))
+    assert all("grade_array.sbatch class out" in a and "--partition=p --mem=8G" in a for a in arrays)
+    assert f"--dependency=afterany:{':'.join('7' for _ in arrays)}" in merge.split()
+    assert "merge.sbatch out" in merge and "--gres" not in merge and "--partition=p --mem=8G" in merge
+    assert ("GPU tests: 2 shards on GPUs" in said) == (mode == "")
 
 
 @pytest.mark.parametrize("arguments, error", [
@@ -73,6 +78,8 @@ def test_submit_asks_for_a_gpu_only_with_the_gpu_option(tmp_path, gpu):
     (["class", "out", "0"], "SHARDS must be a positive whole number, not '0'"),
     (["class", "out", "two"], "SHARDS must be a positive whole number, not 'two'"),
     (["--gpus", "class", "out"], "unknown option --gpus"),
+    (["--gpu", "--cpu-only", "class", "out"], "--gpu and --cpu-only exclude each other"),
+    (["--gpu-shards", "0", "class", "out"], "--gpu-shards must be a positive whole number, not '0'"),
     (["missing", "out"], "no such folder or archive: missing"),
 ])
 def test_submit_refuses_bad_arguments_before_submitting_anything(tmp_path, arguments, error):

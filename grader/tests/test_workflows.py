@@ -46,19 +46,25 @@ def test_shell_scripts_pass_shellcheck():
     assert run.returncode == 0, run.stdout
 
 
-def test_grade_workflow_fans_shards_out_over_gpu_runners_and_merges():
+def test_grade_workflow_grades_a_cpu_pass_and_a_gpu_pass_and_merges_both():
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load(GRADE_WORKFLOW.read_text())
     trigger = workflow[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads the key `on` as True
-    assert trigger["submissions"]["required"] and "shards" in trigger
-    grade, merge = workflow["jobs"]["grade"], workflow["jobs"]["gradebook"]
-    assert grade["runs-on"] == ["self-hosted", "linux", "gpu"] and not grade["strategy"]["fail-fast"]
-    assert "fromJSON(needs.plan.outputs.shards)" in str(grade["strategy"]["matrix"]["shard"])
-    script = "\n".join(step.get("run", "") for step in grade["steps"])
-    assert "grader batch" in script and "--gpu require" in script and '--shard "$SHARD"' in script
-    uploads = [s for s in grade["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
-    assert uploads and "matrix.shard" in uploads[0]["with"]["name"]
-    assert merge["needs"] == "grade" and merge["runs-on"] == "ubuntu-latest"
+    assert trigger["submissions"]["required"] and "shards" in trigger and "gpu_shards" in trigger
+    jobs, merge = workflow["jobs"], workflow["jobs"]["gradebook"]
+    for name, mode, runner, shards, folder in (
+            ("grade-cpu", "off", "${{ fromJSON(inputs.cpu_runner) }}", "shards", "shard"),
+            ("grade-gpu", "only", ["self-hosted", "linux", "gpu"], "gpu_shards", "gpu-shard")):
+        grade = jobs[name]
+        assert grade["runs-on"] == runner and not grade["strategy"]["fail-fast"]
+        assert f"fromJSON(needs.plan.outputs.{shards})" in str(grade["strategy"]["matrix"]["shard"])
+        script = "\n".join(step.get("run", "") for step in grade["steps"])
+        assert "grader batch" in script and f"--gpu {mode}" in script and '--shard "$SHARD"' in script
+        uploads = [s for s in grade["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+        assert uploads and uploads[0]["with"]["name"] == f"results-{folder}-${{{{ matrix.shard }}}}"
+    assert sorted(merge["needs"]) == ["grade-cpu", "grade-gpu"] and merge["runs-on"] == "ubuntu-latest"
+    downloads = [s for s in merge["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact")]
+    assert downloads[0]["with"]["pattern"] == "results-*shard-*"  # both passes' shards
     merge_script = "\n".join(step.get("run", "") for step in merge["steps"])
     assert "grader gradebook shards" in merge_script
     assert any(s.get("with", {}).get("name") == "gradebook" for s in merge["steps"])
