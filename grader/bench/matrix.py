@@ -138,7 +138,7 @@ def grade(python: Path, kit: Path, submission: str) -> GradingResult | str:
 def score_text(result: GradingResult | str) -> str:
     if isinstance(result, str):
         return result
-    not_run = sum(p.not_run for p in result.problems.values())
+    not_run = sum(t.points for t in result.tests if t.status == "not_run")
     return f"{result.score:g}/{result.max_score:g}" + (f" ({not_run:g} not run)" if not_run else "")
 
 
