@@ -64,12 +64,13 @@ def test_grade_workflow_fans_shards_out_over_gpu_runners_and_merges():
     assert any(s.get("with", {}).get("name") == "gradebook" for s in merge["steps"])
 
 
-def test_student_workflow_runs_the_public_tests_on_push_on_cpu():
+def test_student_workflow_runs_the_public_tests_on_push_on_linux_macos_and_windows():
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load(STUDENT_WORKFLOW.read_text())
     assert "push" in workflow[True]
     job = workflow["jobs"]["tests"]
-    assert job["runs-on"] == "ubuntu-latest"
+    assert job["runs-on"] == "${{ matrix.os }}" and not job["strategy"]["fail-fast"]
+    assert job["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
     script = "\n".join(step.get("run", "") for step in job["steps"])
     assert "whl/cpu" in script and "pytest tests/" in script and "grader" not in STUDENT_WORKFLOW.read_text()
 
