@@ -40,7 +40,8 @@ def test_workflows_match_the_github_workflow_schema():
 
 
 def test_shell_scripts_pass_shellcheck():
-    scripts = sorted(CLUSTER.glob("*")) + sorted((KIT / "grader" / "gradescope").glob("*.sh"))
+    scripts = sorted(CLUSTER.glob("*")) + sorted((KIT / "grader" / "gradescope").glob("*.sh")) \
+        + sorted((KIT / ".ci").glob("*"))
     run = subprocess.run([_tool("shellcheck"), "--shell=bash", *map(str, scripts)], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stdout
