@@ -43,7 +43,7 @@ class MatrixError(Exception):
 class Cell:
     python: Path
     torch: str
-    status: str = ""  # "" until run; "not installed: <why>" or "ok" / "FAIL"
+    status: str = ""  # "ok", "FAIL" or "not installed: <why>"
     python_version: str = ""
     public: str = ""
     solutions: str = ""
@@ -78,12 +78,14 @@ def last_error(proc: subprocess.CompletedProcess[str]) -> str:
     return (errors or lines or [f"exit status {proc.returncode}"])[-1][:160]
 
 
-def venv_torch(python: Path) -> str:
-    """The torch version ``python`` imports (without a local suffix), or "" when it has none."""
+def venv_torch(python: Path, kit: Path) -> str:
+    """The torch version ``python`` imports (without a local suffix), or "" when it lacks torch or
+    does not import the grader from ``kit``."""
     if not python.exists():
         return ""
-    proc = run([str(python), "-c", "import torch, grader; print(torch.__version__)"], Path("/"))
-    return proc.stdout.strip().split("+")[0] if proc.returncode == 0 else ""
+    proc = run([str(python), "-c", "import torch, grader; print(torch.__version__, grader.__file__)"], Path("/"))
+    version, _, grader = proc.stdout.strip().partition(" ")
+    return version.split("+")[0] if proc.returncode == 0 and Path(grader).is_relative_to(kit) else ""
 
 
 def prepare(cell: Cell, venvs: Path, kit: Path) -> Path | None:
@@ -95,7 +97,7 @@ def prepare(cell: Cell, venvs: Path, kit: Path) -> Path | None:
     cell.python_version = version.stdout.strip()
     venv = venvs / f"py{cell.python_version}-torch{cell.torch}"
     python = venv / "bin" / "python"
-    if venv_torch(python) == cell.torch:
+    if venv_torch(python, kit) == cell.torch:
         return python
     shutil.rmtree(venv, ignore_errors=True)
     for step in ([str(cell.python), "-m", "venv", str(venv)],
