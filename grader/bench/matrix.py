@@ -112,19 +112,24 @@ def prepare(cell: Cell, venvs: Path, kit: Path) -> Path | None:
 
 
 def public_tests(python: Path, kit: Path) -> tuple[str, bool]:
-    """``pytest tests --impl solutions``: "passed/failed/skipped" counts, and whether all ran and none failed."""
+    """``pytest tests --impl solutions``: its counts (naming the tests that failed), and whether all ran and none failed."""
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "public.xml"
         proc = run([str(python), "-m", "pytest", "tests", "--impl", "solutions", "-q", "-p", "no:cacheprovider",
                     f"--junitxml={xml}"], kit)
         if not xml.exists():
             return f"no report ({last_error(proc)})", False
-        suites = list(ElementTree.parse(xml).getroot().iter("testsuite"))
+        root = ElementTree.parse(xml).getroot()
+    suites = list(root.iter("testsuite"))
     total, failed, errors, skipped = (sum(int(s.get(key, 0)) for s in suites)
                                       for key in ("tests", "failures", "errors", "skipped"))
     failed += errors
     passed = total - failed - skipped
-    return f"{passed} passed, {failed} failed, {skipped} skipped", proc.returncode == 0 and failed == 0 and passed > 0
+    names = [case.get("name", "") for case in root.iter("testcase")
+             if case.find("failure") is not None or case.find("error") is not None]
+    which = f" ({', '.join(names)})" if names else ""
+    return (f"{passed} passed, {failed} failed{which}, {skipped} skipped",
+            proc.returncode == 0 and failed == 0 and passed > 0)
 
 
 def grade(python: Path, kit: Path, submission: str) -> GradingResult | str:

@@ -33,6 +33,6 @@ def test_public_test_counts_include_errors_and_skips(tmp_path):
         "import pytest\n\ndef test_ok():\n    pass\n\ndef test_bad():\n    assert False\n\n"
         "def test_error(broken):\n    pass\n\n@pytest.mark.skip\ndef test_skipped():\n    pass\n")
     counts, ok = matrix.public_tests(Path(sys.executable), tmp_path)
-    assert (counts, ok) == ("1 passed, 2 failed, 1 skipped", False)
+    assert (counts, ok) == ("1 passed, 2 failed (test_bad, test_error), 1 skipped", False)
     (tmp_path / "tests" / "test_some.py").write_text("def test_ok():\n    pass\n")
     assert matrix.public_tests(Path(sys.executable), tmp_path) == ("1 passed, 0 failed, 0 skipped", True)
