@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     for cell in cells:
         print(f"matrix: {cell.python} + torch {cell.torch} ...", file=sys.stderr, flush=True)
         run_cell(cell, args.venvs, args.kit.resolve(), args.delete)
-        print(f"matrix:   {cell.status} {cell.public} | {cell.solutions} | {cell.assignment}", file=sys.stderr,
-              flush=True)
+        print(f"matrix:   {cell.status} {cell.public} | {cell.solutions} | {cell.assignment} | {cell.seconds:.0f} s",
+              file=sys.stderr, flush=True)
     print(table(cells))
     if all(c.status.startswith("not installed") for c in cells):
         return 2
