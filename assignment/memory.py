@@ -18,7 +18,8 @@ def bytes_per_element(dtype: torch.dtype) -> int:
     """Bytes one element of ``dtype`` occupies (what ``Tensor.element_size()`` reports).
 
     Supported: float64/32/16, bfloat16, every float8 variant (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz,
-    e8m0fnu), int8/16/32/64, uint8/16/32/64, bool, complex64, complex128.
+    and e8m0fnu where the installed torch has it: 2.7+), int8/16/32/64, uint8/16/32/64, bool,
+    complex64, complex128.
 
     Raises:
         ValueError: any other dtype (sub-byte such as ``torch.int4``, quantized such as

@@ -17,12 +17,13 @@ from ._counts import as_count
 _BYTES = {
     torch.float64: 8, torch.float32: 4, torch.float16: 2, torch.bfloat16: 2,
     torch.float8_e4m3fn: 1, torch.float8_e5m2: 1, torch.float8_e4m3fnuz: 1, torch.float8_e5m2fnuz: 1,
-    torch.float8_e8m0fnu: 1,
     torch.int8: 1, torch.int16: 2, torch.int32: 4, torch.int64: 8,
     torch.uint8: 1, torch.uint16: 2, torch.uint32: 4, torch.uint64: 8,
     torch.bool: 1,
     torch.complex64: 8, torch.complex128: 16,  # two float32 / two float64 (real, imaginary)
 }
+if hasattr(torch, "float8_e8m0fnu"):  # PyTorch 2.7+
+    _BYTES[torch.float8_e8m0fnu] = 1
 
 # (exponent bits, mantissa bits, bias). The sign is always one bit. IEEE-style formats have
 # bias 2**(E-1) - 1; the "fnuz" float8 formats (finite, no negative zero) use one more.
@@ -63,7 +64,8 @@ def bytes_per_element(dtype: torch.dtype) -> int:
     """Bytes one element of ``dtype`` occupies (what ``Tensor.element_size()`` reports).
 
     Supported: float64/32/16, bfloat16, every float8 variant (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz,
-    e8m0fnu), int8/16/32/64, uint8/16/32/64, bool, complex64, complex128.
+    and e8m0fnu where the installed torch has it: 2.7+), int8/16/32/64, uint8/16/32/64, bool,
+    complex64, complex128.
 
     Raises:
         ValueError: any other dtype (sub-byte such as ``torch.int4``, quantized such as

@@ -11,11 +11,12 @@ from _kit import call, check_equal, check_raises, check_true
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+E8M0 = [torch.float8_e8m0fnu] if hasattr(torch, "float8_e8m0fnu") else []  # PyTorch 2.7+
 SIZED_DTYPES = [
     torch.float64, torch.float32, torch.float16, torch.bfloat16,
-    torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu,
+    torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64,
-    torch.bool, torch.complex64, torch.complex128,
+    torch.bool, torch.complex64, torch.complex128, *E8M0,
 ]
 UNSUPPORTED_DTYPES = [getattr(torch, name) for name in ("qint8", "quint8", "quint4x2", "int4", "uint1", "float4_e2m1fn_x2")
                       if hasattr(torch, name)]

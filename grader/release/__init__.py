@@ -16,6 +16,7 @@ from typing import Callable
 
 from ._context import ReleaseContext, ReleaseError
 from .assert_no_leak import assert_no_leak
+from .assert_portable import assert_portable
 from .copy_handout import copy_handout
 from .copy_public_tests import copy_public_tests
 from .write_project_files import write_project_files
@@ -26,6 +27,7 @@ STEPS: list[Callable[[ReleaseContext], None]] = [
     copy_public_tests,
     copy_handout,
     write_project_files,
+    assert_portable,
     assert_no_leak,
 ]
 

@@ -13,6 +13,7 @@ import pytest
 
 from grader.release import ReleaseError, build
 from grader.release.assert_no_leak import find_leaks
+from grader.release.assert_portable import find_posix_only_imports
 
 KIT = Path(__file__).resolve().parents[2]
 
@@ -77,10 +78,24 @@ def test_public_tests_in_the_release_all_fail_on_the_stubs(release):
     assert "handout.md sections): memory.bytes_per_element" in run.stdout
 
 
-def test_setup_offers_the_cpu_wheel_and_names_the_python_versions(release):
+def test_setup_offers_the_cpu_wheel_and_names_the_checked_versions(release):
+    pin = re.search(r'"torch>=(\d+\.\d+),<=(\d+\.\d+)\.\d+"', (release / "pyproject.toml").read_text())
+    assert pin, "the release pins torch to a checked range"
+    floor = re.search(r'"torch>=([\d.]+)"', (KIT / "pyproject.toml").read_text())
+    assert floor and floor.group(1) == pin.group(1), "the kit and the release name the same torch floor"
     for name in ("README.md", "handout.md"):
         text = (release / name).read_text()
-        assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text, name
-        assert "Python 3.10 to 3.13" in text, name
+        assert "pip install -e . --extra-index-url https://download.pytorch.org/whl/cpu" in text, name
+        assert f"Python 3.10 to 3.13 and torch {pin.group(1)} to {pin.group(2)}" in text, name
     dependencies = re.findall(r'^    "([a-z]+)', (release / "pyproject.toml").read_text(), flags=re.MULTILINE)
     assert sorted(dependencies) == ["einops", "hypothesis", "jaxtyping", "numpy", "pytest", "torch"]
+
+
+def test_release_imports_nothing_windows_lacks(release, tmp_path):
+    assert find_posix_only_imports(release) == []
+    copy = tmp_path / "copy"
+    shutil.copytree(release, copy)
+    conftest = copy / "tests" / "conftest.py"
+    conftest.write_text(conftest.read_text() + "\n\ndef peak():\n    import resource.foo\n"
+                        "    return importlib.import_module('fcntl')\n")
+    assert find_posix_only_imports(copy) == ["tests/conftest.py: fcntl", "tests/conftest.py: resource"]

@@ -40,7 +40,8 @@ def test_workflows_match_the_github_workflow_schema():
 
 
 def test_shell_scripts_pass_shellcheck():
-    scripts = sorted(CLUSTER.glob("*")) + sorted((KIT / "grader" / "gradescope").glob("*.sh"))
+    scripts = sorted(CLUSTER.glob("*")) + sorted((KIT / "grader" / "gradescope").glob("*.sh")) \
+        + sorted((KIT / ".ci").glob("*"))
     run = subprocess.run([_tool("shellcheck"), "--shell=bash", *map(str, scripts)], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stdout
@@ -70,12 +71,13 @@ def test_grade_workflow_grades_a_cpu_pass_and_a_gpu_pass_and_merges_both():
     assert any(s.get("with", {}).get("name") == "gradebook" for s in merge["steps"])
 
 
-def test_student_workflow_runs_the_public_tests_on_push_on_cpu():
+def test_student_workflow_runs_the_public_tests_on_push_on_linux_macos_and_windows():
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load(STUDENT_WORKFLOW.read_text())
     assert "push" in workflow[True]
     job = workflow["jobs"]["tests"]
-    assert job["runs-on"] == "ubuntu-latest"
+    assert job["runs-on"] == "${{ matrix.os }}" and not job["strategy"]["fail-fast"]
+    assert job["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
     script = "\n".join(step.get("run", "") for step in job["steps"])
     assert "whl/cpu" in script and "pytest tests/" in script and "grader" not in STUDENT_WORKFLOW.read_text()
 
