@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from grader import wire
 from grader.drivers.strides import local_pairs, remote_pairs
-from grader.hidden._contract import plain_equal, type_tree
+from grader.hidden._contract import WRONG_TYPE_ERRORS, plain_equal, refused_or_as_for, type_tree
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
 
@@ -121,14 +121,27 @@ EDGE_VIEWS = [
 
 # --- tests --------------------------------------------------------------------------------------
 
-@pytest.mark.points(1)
-@given(shape=shapes(max_dims=5))
-def test_contiguous_strides(sub, shape):
-    """contiguous_strides matches torch.empty(shape).stride(), size-0 and size-1 dims included"""
+def check_contiguous_strides(sub, shape: tuple[int, ...]) -> None:
     want = torch.empty(shape).stride()
     got = sub.call("strides.contiguous_strides", shape)
     assert plain_equal(got, want), (
         f"strides.contiguous_strides({shape}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
+
+
+@pytest.mark.points(0.75)
+@given(shape=shapes(max_dims=5).filter(lambda s: 0 not in s))
+def test_contiguous_strides(sub, shape):
+    """contiguous_strides matches torch.empty(shape).stride(), size-1 dims and 0-d included"""
+    # Core: shapes with elements. The size-0 corner is test_contiguous_strides_with_a_size_0_dim.
+    check_contiguous_strides(sub, shape)
+
+
+@pytest.mark.points(0.25)
+@given(shape=shapes(min_dims=1, max_dims=5).filter(lambda s: 0 in s))
+def test_contiguous_strides_with_a_size_0_dim(sub, shape):
+    """contiguous_strides with a size-0 dim matches torch (which strides past it as if it had size 1)"""
+    # Corner: only shapes with a size-0 dim; the core is test_contiguous_strides.
+    check_contiguous_strides(sub, shape)
 
 
 @pytest.mark.points(1)
@@ -170,32 +183,63 @@ def test_flat_index_rejects_bad_indices(sub, shape, data):
     sub.raises(IndexError, "strides.flat_index", (0,) * (len(shape) - 1), shape, strides)
 
 
-@pytest.mark.points(2)
-@given(layouts=st.lists(strided_layouts(max_dims=5), min_size=4, max_size=4))
-def test_is_contiguous(sub, layouts):
-    """is_contiguous equals Tensor.is_contiguous() (size-1 dims skipped, no elements means contiguous)"""
-    for shape, strides in [(shape, strides) for shape, strides, _ in layouts] + EDGE_LAYOUTS:
+def check_is_contiguous(sub, layouts: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+    for shape, strides in layouts:
         want = strided(shape, strides).is_contiguous()
         got = sub.call("strides.is_contiguous", shape, strides)
         assert got is want, (
             f"strides.is_contiguous({shape}, {strides}) returned {got!r}, expected {want} (Tensor.is_contiguous())")
 
 
-@pytest.mark.points(1)
-@given(layout=strided_layouts(), data=st.data())
-def test_transpose(sub, layout, data):
-    """transpose swaps sizes and strides as Tensor.transpose does (negative dims, 0-d too); bad dims raise IndexError"""
-    shape, strides, _ = layout
-    n = max(len(shape), 1)  # a 0-d tensor takes dims -1 and 0, as in torch
-    dim0, dim1 = data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1))
+@pytest.mark.points(1.5)
+@given(layouts=st.lists(strided_layouts(max_dims=5).filter(lambda layout: 0 not in layout[0]), min_size=4, max_size=4))
+def test_is_contiguous(sub, layouts):
+    """is_contiguous equals Tensor.is_contiguous() on tensors with elements (size-1 dims skipped)"""
+    # Core: layouts with elements. The no-elements corner is test_is_contiguous_without_elements.
+    check_is_contiguous(sub, [(shape, strides) for shape, strides, _ in layouts]
+                        + [(shape, strides) for shape, strides in EDGE_LAYOUTS if 0 not in shape])
+
+
+@pytest.mark.points(0.5)
+@given(layouts=st.lists(strided_layouts(min_dims=1, max_dims=5).filter(lambda layout: 0 in layout[0]), min_size=4,
+                        max_size=4))
+def test_is_contiguous_without_elements(sub, layouts):
+    """is_contiguous is True for a tensor with no elements, whatever its strides (Tensor.is_contiguous())"""
+    # Corner: only layouts with a size-0 dim; the core is test_is_contiguous.
+    check_is_contiguous(sub, [(shape, strides) for shape, strides, _ in layouts]
+                        + [(shape, strides) for shape, strides in EDGE_LAYOUTS if 0 in shape])
+
+
+def check_transpose(sub, shape: tuple[int, ...], strides: tuple[int, ...], dim0: int, dim1: int) -> None:
     t = strided(shape, strides).transpose(dim0, dim1)
     want = (tuple(t.shape), t.stride())
     got = sub.call("strides.transpose", shape, strides, dim0, dim1)
     assert plain_equal(got, want), (
         f"strides.transpose({shape}, {strides}, {dim0}, {dim1}) returned {got!r} ({type_tree(got)}), "
         f"expected {want} (tuples of plain ints)")
+
+
+@pytest.mark.points(0.75)
+@given(layout=strided_layouts(min_dims=1), data=st.data())
+def test_transpose(sub, layout, data):
+    """transpose swaps sizes and strides as Tensor.transpose does (negative dims too); bad dims raise IndexError"""
+    # Core: tensors of 1 dim or more. The 0-d corner is test_transpose_of_a_0d_tensor.
+    shape, strides, _ = layout
+    n = len(shape)
+    check_transpose(sub, shape, strides, data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1)))
     bad = data.draw(st.sampled_from([n, -n - 1, n + 3]))
     sub.raises(IndexError, "strides.transpose", shape, strides, 0, bad)
+
+
+@pytest.mark.points(0.25)
+def test_transpose_of_a_0d_tensor(sub):
+    """transpose of a 0-d tensor accepts dims 0 and -1, as Tensor.transpose does, and raises IndexError for others"""
+    # Corner: only the 0-d tensor (torch treats it as having one dim here); the core is test_transpose.
+    for dim0 in (0, -1):
+        for dim1 in (0, -1):
+            check_transpose(sub, (), (), dim0, dim1)
+    for bad in (1, -2, 4):
+        sub.raises(IndexError, "strides.transpose", (), (), 0, bad)
 
 
 @pytest.mark.points(2)
@@ -261,20 +305,9 @@ def test_same_storage(sub):
 
 @pytest.mark.points(1)
 def test_rejects_arguments_outside_the_domain(sub):
-    """ValueError for negative sizes or offsets, steps below 1, wrong element counts, extra or stray -1s, non-ints"""
+    """ValueError for negative sizes or offsets, steps below 1, wrong element counts, extra or stray -1s; wrong types raise or answer as for the right type"""
     cases = [
-        ("strides.contiguous_strides", ((2, 3.0),)),
-        ("strides.contiguous_strides", ("",)),
-        ("strides.contiguous_strides", (5,)),
-        ("strides.flat_index", ((0, 0), (2, 2), (2, 1), 1.0)),
-        ("strides.transpose", ((2, 3), (3, 1), 0, 1.0)),
-        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, 1.0, None, 1)),
-        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, 3.0, 1)),
-        ("strides.slice_view", ((4, 4), (4, 1), 0, 0, None, None, 2.0)),
-        ("strides.view_strides", ((4, 4), (4, 1), (16.0,))),
-        ("strides.view_strides", ((4, 4), (4, 1), 16)),
         ("strides.view_strides", ((4, 4), (4, 1), (-2, -2, 4))),
-        ("strides.same_storage", (torch.zeros(2), [1.0, 2.0])),
         ("strides.contiguous_strides", ((2, -1),)),
         ("strides.is_contiguous", ((2, 3), (3,))),
         ("strides.is_contiguous", ((2,), (3, 1))),
@@ -291,4 +324,25 @@ def test_rejects_arguments_outside_the_domain(sub):
     ]
     for target, args in cases:
         sub.raises(ValueError, target, *args)
-    sub.raises(IndexError, "strides.flat_index", (0, 1.0), (2, 2), (2, 1))  # an index entry that is not an int
+    layout = ((4, 4), (4, 1), 0, 0)
+    wrong_types = [  # (call, the same call in the right type): either answer, or ValueError / TypeError
+        ("strides.contiguous_strides", ((2, 3.0),), ((2, 3),)),
+        ("strides.contiguous_strides", ("",), ((),)),  # a str is a sequence: "" has no entries
+        ("strides.contiguous_strides", (5,), ((5,),)),  # torch.empty(5) is 1-D
+        ("strides.flat_index", ((0, 0), (2, 2), (2, 1), 1.0), ((0, 0), (2, 2), (2, 1), 1)),
+        ("strides.transpose", ((2, 3), (3, 1), 0, 1.0), ((2, 3), (3, 1), 0, 1)),
+        ("strides.slice_view", (*layout, 1.0, None, 1), (*layout, 1, None, 1)),
+        ("strides.slice_view", (*layout, None, 3.0, 1), (*layout, None, 3, 1)),
+        ("strides.slice_view", (*layout, None, None, 2.0), (*layout, None, None, 2)),
+        ("strides.view_strides", ((4, 4), (4, 1), (16.0,)), ((4, 4), (4, 1), (16,))),
+        ("strides.view_strides", ((4, 4), (4, 1), 16), ((4, 4), (4, 1), (16,))),  # Tensor.view(16) works
+    ]
+    for target, args, like in wrong_types:
+        refused_or_as_for(sub, target, args, like)
+    # A list is not a tensor: refused (an AttributeError from a missing tensor method too), or taken
+    # as a new tensor, which shares no storage with anything.
+    refused_or_as_for(sub, "strides.same_storage", (torch.zeros(2), [1.0, 2.0]),
+                      (torch.zeros(2), torch.tensor([1.0, 2.0])), (*WRONG_TYPE_ERRORS, AttributeError))
+    # An index entry that is not an int: IndexError as torch raises, ValueError or TypeError, or the int's answer.
+    refused_or_as_for(sub, "strides.flat_index", ((0, 1.0), (2, 2), (2, 1)), ((0, 1), (2, 2), (2, 1)),
+                      (IndexError, *WRONG_TYPE_ERRORS))

@@ -3,7 +3,8 @@
 Each ``fixtures/alternatives/p<N>_<module>.py`` redefines a few tricky functions or classes of
 its problem in another way; appended to a copy of the reference module it replaces the
 reference's definitions. A hidden test that such a submission fails tests the reference's
-style, not the contract.
+style, not the contract. Each ``p<N>_<module>_lenient.py`` does the same with value checks only:
+no type checks, plain arithmetic on whatever it is given (wrong types are not graded).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.grade import KIT_ROOT, grade
+from grader.problems import PROBLEMS
 from grader.submission import stage
 
 ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("p*_*.py"))
@@ -25,7 +27,9 @@ def _defined(source: str) -> set[str]:
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda path: path.stem)
 def test_a_second_correct_implementation_scores_full_marks(alternative: Path, tmp_path: Path):
-    problem, module = alternative.stem.split("_", 1)
+    problem = alternative.stem.split("_", 1)[0]
+    module = PROBLEMS[problem.upper()].module
+    assert alternative.stem in (f"{problem}_{module}", f"{problem}_{module}_lenient"), alternative.name
     package = stage(KIT_ROOT / "solutions", tmp_path / "submission")
     target = package / f"{module}.py"
     replaced = _defined(alternative.read_text())
