@@ -73,3 +73,14 @@ def refused_or_as_for(sub, target: str, args: tuple, like: tuple | None = None,
     if isinstance(want, wire.Raised) or not same_answer(got, want):
         raise StudentError(f"{what} returned {got!r:.200}, expected {accepted}{alternative} "
                            f"({'which raised ' + str(want) if isinstance(want, wire.Raised) else repr(want)[:200]})")
+
+
+def answers(sub, target: str, args: tuple, want: Any, kwargs: dict | None = None) -> None:
+    """Error paths count only beside working code: ``target(*args)``, a valid call, answers ``want``
+    (as a value: ``same_answer``) in the same test as the error cases, so a function that always
+    raises, whatever its exception's classes, earns no error-path points."""
+    what = describe(target, args, kwargs or {})
+    got = sub.outcome(target, *args, **(kwargs or {}))
+    if isinstance(got, wire.Raised) or not same_answer(got, want):
+        raise StudentError(f"{what} {'raised ' if isinstance(got, wire.Raised) else 'returned '}{got!r}, expected "
+                           f"{want!r}: a function earns its error-path points only when it also answers a valid call")

@@ -15,7 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.hidden._contract import plain_equal, refused_or_as_for, type_tree
+from grader.hidden._contract import answers, plain_equal, refused_or_as_for, type_tree
 from grader.session import StudentError
 
 E8M0 = [torch.float8_e8m0fnu] if hasattr(torch, "float8_e8m0fnu") else []  # PyTorch 2.7+
@@ -369,6 +369,18 @@ def test_rejects_arguments_outside_the_domain(sub):
         ("memory.deep_linear_memory", (2, 4.5, 2)),
         ("memory.deep_linear_memory", (2, 4, 2, "lion")),
     ]
+    lecture = measured_deep_linear(2, 4, 2, "adagrad", torch.float32)
+    valid = [  # each function answers a valid call too (the lecture's examples; torch's layouts)
+        ("memory.tensor_memory_bytes", ((2, 3), torch.float32), 24),
+        ("memory.float_layout", (torch.float16,), (1, 5, 10)),
+        ("memory.decode_float", (0x3C00, torch.float16), 1.0),
+        ("memory.underflows_to_zero", (1e-8, torch.float16), True),
+        ("memory.training_bytes_per_param", ("adamw",), 16),
+        ("memory.max_trainable_params", (8, 80e9, 16), 40_000_000_000),
+        ("memory.deep_linear_memory", (2, 4, 2), {**lecture, "total": sum(lecture.values())}),
+    ]
+    for target, args, want in valid:
+        answers(sub, target, args, want)
     for target, args in cases:
         sub.raises(ValueError, target, *args)
     wrong_types = [  # (call, the same call in the right type): either answer, or ValueError / TypeError

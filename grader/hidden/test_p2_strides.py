@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from grader import wire
 from grader.drivers.strides import local_pairs, remote_pairs
-from grader.hidden._contract import WRONG_TYPE_ERRORS, plain_equal, refused_or_as_for, type_tree
+from grader.hidden._contract import WRONG_TYPE_ERRORS, answers, plain_equal, refused_or_as_for, type_tree
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
 
@@ -175,6 +175,8 @@ def test_flat_index(sub, layout, data):
 def test_flat_index_rejects_bad_indices(sub, shape, data):
     """flat_index raises IndexError for entries out of range and indices of the wrong length"""
     strides = torch.empty(shape).stride()
+    last = tuple(size - 1 for size in shape)  # a valid index first: error paths count only beside working code
+    answers(sub, "strides.flat_index", (last, shape, strides), sum(i * s for i, s in zip(last, strides)))
     dim = data.draw(st.integers(0, len(shape) - 1))
     for bad in (shape[dim], -shape[dim] - 1, shape[dim] + data.draw(st.integers(1, 10))):
         index = tuple(bad if d == dim else 0 for d in range(len(shape)))
@@ -322,6 +324,16 @@ def test_rejects_arguments_outside_the_domain(sub):
         ("strides.flat_index", ((0, 0), (2, 2), (2, 1), -1)),
         ("strides.slice_view", ((4, 4), (4, 1), -1, 0, None, None, 1)),
     ]
+    view = torch.empty(4, 4)[:, ::2]
+    valid = [  # each function answers a valid call too, as torch lays it out
+        ("strides.contiguous_strides", ((2, 3),), torch.empty(2, 3).stride()),
+        ("strides.is_contiguous", ((2, 3), (3, 1)), True),
+        ("strides.slice_view", ((4, 4), (4, 1), 0, 1, None, None, 2), (tuple(view.shape), view.stride(), 0)),
+        ("strides.view_strides", ((4, 4), (4, 1), (16,)), torch.empty(4, 4).view(16).stride()),
+        ("strides.flat_index", ((1, 1), (2, 2), (2, 1)), 3),
+    ]
+    for target, args, want in valid:
+        answers(sub, target, args, want)
     for target, args in cases:
         sub.raises(ValueError, target, *args)
     layout = ((4, 4), (4, 1), 0, 0)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from grader.drivers.flops import Rounds, timed_rounds
-from grader.hidden._contract import refused_or_as_for
+from grader.hidden._contract import answers, refused_or_as_for
 
 H100_BF16_PEAK = 989.5e12  # dense bf16 FLOP/s (the 1979e12 of the spec sheet assumes 2:4 sparsity)
 SECONDS_PER_DAY = 86_400
@@ -116,6 +116,8 @@ def test_forward_backward_training_flops(sub, tokens, params):
 @given(bad=bad_counts(), position=st.integers(0, 2))
 def test_bad_counts_raise_value_error(sub, bad, position):
     """A negative, non-whole or infinite count raises ValueError in every counting function"""
+    answers(sub, "flops.matmul_flops", (4, 5, 6), 240)  # error paths count only beside working code
+    answers(sub, "flops.training_flops", (4, 5), 120)
     three = [4, 5, 6]
     three[position] = bad
     sub.raises(ValueError, "flops.matmul_flops", *three)

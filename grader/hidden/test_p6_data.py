@@ -196,6 +196,11 @@ def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
 def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing):
     """Float, bool, out-of-range, no tokens or not 1-D raise ValueError; no file is left behind, an existing one is unchanged."""
     dtype, tokens, why = case
+    good = np.arange(10, dtype=np.int64)  # error paths count only beside working code
+    saved, written = driver.save(sub, good, np.uint16)
+    assert saved is None and written == {"tokens.bin": good.astype("<u2").tobytes()}, (
+        f"data.save_tokens(np.arange(10), path) {raised_text(saved)} and left {sorted(written)}, expected tokens.bin "
+        "holding the 10 tokens: a function earns its error-path points only when it also answers a valid call")
     raised, files = driver.save(sub, tokens, dtype, existing=existing)
     call = f"data.save_tokens({short(tokens)}, path, dtype=np.{np.dtype(dtype).name}) [{why}]"
     assert refused(raised), f"{call} {raised_text(raised)}, expected ValueError"

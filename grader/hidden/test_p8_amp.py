@@ -364,6 +364,10 @@ def test_bad_arguments_raise_value_error(sub):
     """fp16 without a scaler, unknown precisions and a max_grad_norm that is not positive raise ValueError
     before touching the model"""
     state, (x, y) = model_state(0, 8), batch(0, 4)
+    valid = check_result(drive.Trainer(sub, state).step(x, y, precision="fp32"), f"{STEP}(..., precision='fp32')")
+    assert close(valid["loss"], oracle_step(state, x, y)[0]), (  # error paths count only beside working code
+        f"{STEP}(model, (x, y), mse_loss, SGD) returned loss {valid['loss']!r}, expected {oracle_step(state, x, y)[0]!r}: "
+        "a function earns its error-path points only when it also answers a valid call")
     cases = [dict(precision="fp16"), dict(precision="fp16", max_grad_norm=1.0), dict(precision="fp8"),
              dict(precision="float32"), dict(precision="BF16", scaler={}), dict(precision="fp32", max_grad_norm=0.0),
              dict(precision="fp32", max_grad_norm=-1.0), dict(precision="bf16", max_grad_norm=-1e-3)]
