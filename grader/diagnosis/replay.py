@@ -29,7 +29,7 @@ REQUESTS = {"call", "named", "construct", "call_method", "get_attr", "set_attr",
 # Library objects the hidden suites build in the worker that are safe to build in the judge (state restored).
 LIBRARY = {"builtins.dict", "builtins.list", "builtins.map", "builtins.set", "builtins.tuple", "builtins.object",
            "builtins.getattr", "itertools.repeat", "operator.attrgetter", "copy.deepcopy", "numpy.array",
-           "numpy.random.default_rng", "torch.arange", "torch.clone", "torch.randn", "torch.manual_seed",
+           "numpy.random.default_rng", "numpy.random.seed", "torch.arange", "torch.clone", "torch.randn", "torch.manual_seed",
            "torch.nn.Parameter", "torch.nn.MSELoss", "torch.nn.Sequential", "torch.nn.ModuleList", "torch.Tensor.to",
            "torch.optim.SGD"}
 
