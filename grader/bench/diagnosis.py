@@ -10,7 +10,7 @@ named a wrong mistake on some test, the share with nothing known, and how many c
 submissions were named any mistake (the target: none)::
 
     python -m grader.bench.diagnosis
-    python -m grader.bench.diagnosis --problems P1 P4 --profile grading
+    python -m grader.bench.diagnosis --problems P1 P4 --profile grading --jobs 4
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import re
 import tempfile
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,16 @@ def named(package: Path, problem: str, profile: str) -> tuple[set[str], list[tup
     return {t.name for t in failed}, [tuple(t.mistakes) for t in failed if t.mistakes]
 
 
+def judged(case: Case, scratch: Path, profile: str) -> tuple[set[str], list[tuple[str, ...]]]:
+    """Grade ``case``: the reference itself, or the reference with the case's file appended to its module."""
+    if not case.module:
+        return named(case.path, case.problem, profile)
+    package = stage(KIT_ROOT / "solutions", scratch)
+    target = package / f"{case.module}.py"
+    target.write_text(target.read_text() + "\n\n" + case.path.read_text())
+    return named(package, case.problem, profile)
+
+
 def verdict(mistake: str, diagnoses: list[tuple[str, ...]]) -> str:
     """"own", "wrong" (some test named a set without the mistake) or "nothing" (no test named any)."""
     if any(mistake not in ids for ids in diagnoses):
@@ -68,19 +79,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.diagnosis", description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="*", default=["P1", "P2", "P3", "P4", "P6"], choices=list(PROBLEMS))
     parser.add_argument("--profile", default="ci", help="hypothesis profile of the hidden suites (default: ci)")
+    parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     options = parser.parse_args()
     tally: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    with tempfile.TemporaryDirectory(prefix="kit-diagnosis-") as scratch:
-        for problem in options.problems:
-            _, names = named(KIT_ROOT / "solutions", problem, options.profile)
-            tally[problem]["correct"] += 1
-            tally[problem]["correct named"] += bool(names)
-            print(f"{problem} reference: {'named ' + str(names) if names else 'nothing named'}", flush=True)
-        for number, case in enumerate(cases(options.problems)):
-            package = stage(KIT_ROOT / "solutions", Path(scratch) / str(number))
-            target = package / f"{case.module}.py"
-            target.write_text(target.read_text() + "\n\n" + case.path.read_text())
-            failed, diagnoses = named(package, case.problem, options.profile)
+    everything = [Case(KIT_ROOT / "solutions", p, "", "") for p in options.problems] + cases(options.problems)
+    with tempfile.TemporaryDirectory(prefix="kit-diagnosis-") as scratch, ThreadPoolExecutor(options.jobs) as pool:
+        graded = pool.map(lambda item: judged(item[1], Path(scratch) / str(item[0]), options.profile),
+                          enumerate(everything))
+        for case, (failed, diagnoses) in zip(everything, graded):
             if case.mistake:
                 kind = verdict(case.mistake, diagnoses) if failed else "not caught"
                 tally[case.problem][kind] += 1

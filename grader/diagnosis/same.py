@@ -3,7 +3,8 @@
 Values are decoded wire data (``grader.wire``). Numbers and containers by type and value,
 floats NaN-aware, with the sign of a zero, and to a relative 1e-6 (a mistake written another
 way rounds differently); tensors and arrays by dtype, shape and values (close for floating
-ones, NaN equal to NaN); exceptions by their type; opaque values equal nothing.
+ones, NaN equal to NaN); exceptions by their type; values that do not cross as data (``Opaque``:
+a generator, a module) by their type alone, the only thing of them the judge can act on.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ TENSOR = dict(rtol=1e-5, atol=1e-7, equal_nan=True)  # float32 sums taken in ano
 
 def same(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same answer (see the module's docstring)."""
-    if type(a) is not type(b) or isinstance(a, wire.Opaque):
+    if type(a) is not type(b):
         return False
+    if isinstance(a, wire.Opaque):
+        return a.type == b.type
     if isinstance(a, float):
         return _same_float(a, b)
     if isinstance(a, complex):

@@ -2,11 +2,12 @@
 
 One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables with ``id``,
 ``description``, ``find`` (text that occurs exactly once in ``solutions/<module>.py``) and
-``replace``; optional ``misconception`` (the mistake in one sentence a student understands; the
-description when absent), ``section`` (the ``module.Name`` handout heading that explains it; the
-reference's top-level definition that holds ``find`` when absent) and ``diagnose = false`` (not
-named in feedback: see ``grader.diagnosis``); ``gpu = true`` marks a mutant only a GPU test can kill (graded by ``grader selfcheck
---gpu`` on a GPU runner, left out of the CPU kill matrix). ``materialize`` writes a submission
+``replace``; ``gpu = true`` marks a mutant only a GPU test can kill (graded by ``grader selfcheck
+--gpu`` on a GPU runner, left out of the CPU kill matrix). Each is also a known mistake that
+feedback names (``grader.diagnosis``): optional ``misconception`` (the mistake in one sentence a
+student understands; the description when absent), ``section`` (the ``module.Name`` heading of
+handout.md that explains it; by default the reference's top-level definition holding ``find``)
+and ``diagnose = false`` (never named). ``materialize`` writes a submission
 folder with that one edit applied.
 """
 

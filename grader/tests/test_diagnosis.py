@@ -26,7 +26,8 @@ HANDOUT = Path(__file__).resolve().parents[2] / "handout.md"
     (torch.tensor([1, 2]), torch.tensor([1, 3]), False), (torch.zeros(2, 3), torch.zeros(3, 2), False),
     (wire.Raised(("builtins.ValueError",), "a"), wire.Raised(("builtins.ValueError",), "b"), True),
     (wire.Raised(("builtins.ValueError",), "a"), wire.Raised(("builtins.IndexError",), "a"), False),
-    (wire.Opaque("x", "y"), wire.Opaque("x", "y"), False),
+    (wire.Opaque("Generator", "<at 0x1>"), wire.Opaque("Generator", "<at 0x2>"), True),
+    (wire.Opaque("Generator", "<at 0x1>"), wire.Opaque("Module", "<at 0x1>"), False),
 ])
 def test_answers_are_the_same_behaviour_by_type_value_and_nan(a, b, equal):
     assert same(a, b) is equal and same(b, a) is equal
