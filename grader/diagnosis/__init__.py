@@ -28,6 +28,9 @@ from ..submission import stage
 from .replay import Variant, unreplayable
 
 _PACKAGES = itertools.count()
+# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; the stateful ones
+# (P5, P7, P8) say nothing is known until mistaken submissions of theirs measure it too.
+MEASURED = ("P1", "P2", "P3", "P4", "P6")
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class Diagnoser:
     def diagnose(self, problem: str, recording: Recording, seconds: float) -> list[Mistake]:
         """The known mistakes whose variants reproduce the recorded behaviour (empty: nothing known, also
         when it takes more than ``seconds``)."""
-        if recording.blocked or unreplayable(recording.exchanges) or not catalog(problem):
+        if problem not in MEASURED or recording.blocked or unreplayable(recording.exchanges):
             return []
         deadline = time.monotonic() + seconds
         reference, variants = self._load(problem)
