@@ -47,6 +47,9 @@ class TestResult:
     nodeid: str = ""
     mistakes: tuple[str, ...] = ()  # ids of the known mistakes the failure reproduces (grader.diagnosis)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mistakes", tuple(self.mistakes))  # a judge's outcomes file holds a list
+
     @property
     def score(self) -> float:
         return self.points if self.status == "passed" else 0.0
