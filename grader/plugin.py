@@ -3,7 +3,9 @@
 It provides the ``sub`` fixture (a ``session.Submission``), reads each test's
 ``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
 marks GPU tests "not run" where no GPU is used, and records one plain outcome per test.
-Messages keep only the assertion text (never hidden-suite source or tracebacks).
+Messages keep only the assertion text (never hidden-suite source or tracebacks). A failed
+test's message starts with the known mistakes its recorded behaviour reproduces, if any
+(``grader.diagnosis``; ``Outcome.mistakes``).
 
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
 only when the judge saw its call pass; the outcomes file says whether the session ended
