@@ -189,8 +189,9 @@ class Recorder:
             self.submission.recording = session.Recording()  # the next test records afresh
 
     def _diagnose(self, outcome: Outcome) -> None:
-        """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.diagnosis``)."""
-        if self.submission is None:
+        """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.diagnosis``);
+        not for mutation verdicts (``--first-failure``), which only ask whether anything failed."""
+        if self.submission is None or self.config.getoption("--first-failure"):
             return
         from .diagnosis import Diagnoser, feedback
 
