@@ -45,3 +45,9 @@ class Budget:
     def why(self) -> str:
         """The reason a test of the current problem was not judged once its slice is spent."""
         return f"{self.problem} used up its time budget ({self.slice:.0f} s)"
+
+    def give_back(self, seconds: float) -> None:
+        """Time the judge spent on its own work inside a problem (naming a known mistake after a
+        failure) goes back to that problem's slice, never past the session's end."""
+        if self.deadline is not None and self.end is not None:
+            self.deadline = min(self.end, self.deadline + seconds)

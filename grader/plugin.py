@@ -4,7 +4,9 @@ It provides the ``sub`` fixture (a ``session.Submission``), reads each test's
 ``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
 marks GPU tests "not run" where no GPU is used (and, with ``--gpu only``, every other test:
 the CPU pass grades those), and records one plain outcome per test.
-Messages keep only the assertion text (never hidden-suite source or tracebacks).
+Messages keep only the assertion text (never hidden-suite source or tracebacks). A failed
+test's message starts with the known mistakes its recorded behaviour reproduces, if any
+(``grader.diagnosis``; ``Outcome.mistakes``).
 
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
 only when the judge saw its call pass; the outcomes file says whether the session ended
@@ -19,8 +21,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
@@ -49,6 +52,7 @@ class Outcome:
     message: str
     duration: float
     gpu: bool
+    mistakes: list[str] = field(default_factory=list)  # ids of the known mistakes the failure reproduces
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -119,12 +123,25 @@ def clean_message(longrepr: object) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 15] + "...[truncated]"
 
 
+DIAGNOSIS_SECONDS = (60.0, 240.0)  # at most per failed test, and in all, for naming known mistakes
+
+
+def diagnosis_seconds(deadline: float | None, spent: float) -> float:
+    """How long the next diagnosis may take: ``DIAGNOSIS_SECONDS`` less what was ``spent``, and at most a
+    quarter of what is left of the submission's time budget."""
+    most = min(DIAGNOSIS_SECONDS[0], DIAGNOSIS_SECONDS[1] - spent)
+    return most if deadline is None else min(most, (deadline - time.monotonic()) / 4)
+
+
 class Recorder:
     """Builds the ``sub`` fixture's backend and collects outcomes."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.outcomes: dict[str, Outcome] = {}
+        self.submission: session.Submission | None = None
+        self.diagnoser = None  # a grader.diagnosis.Diagnoser, made at the first failure
+        self.diagnosis_spent = 0.0
         self.use_gpu = gpu_in_use(config)
         self.gpu_only = config.getoption("--gpu") == "only"
         self.budget = Budget(config.getoption("--budget-seconds"))
@@ -142,6 +159,7 @@ class Recorder:
                             memory_bytes=self.config.getoption("--memory-mb") << 20)
             backend = Worker(folder, limits, masks=[Path(p) for p in self.config.getoption("--mask")])
         submission = session.Submission(backend, folder, self.budget, self.config.getoption("--call-seconds"))
+        self.submission = submission
         yield submission
         backend.close()
         self.isolation = backend.isolation
@@ -188,10 +206,32 @@ class Recorder:
             outcome.message = clean_message(report.longrepr)
             if report.when != "call":
                 outcome.message = f"(during {report.when}) {outcome.message}"
+            else:
+                self._diagnose(outcome)
         elif report.skipped and outcome.status == "error":
             outcome.status, outcome.message = "not_run", self.not_run_reason(outcome.gpu) or "not run"
         elif report.passed and report.when == "call" and outcome.status == "error":
             outcome.status, outcome.message = "passed", ""
+
+        if report.when == "teardown" and self.submission is not None:
+            self.submission.recording = session.Recording()  # the next test records afresh
+
+    def _diagnose(self, outcome: Outcome) -> None:
+        """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.diagnosis``);
+        not for mutation verdicts (``--first-failure``), which only ask whether anything failed."""
+        if self.submission is None or self.config.getoption("--first-failure"):
+            return
+        from .diagnosis import Diagnoser, feedback
+
+        self.diagnoser = self.diagnoser or Diagnoser()
+        seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
+        mistakes = self.diagnoser.diagnose(outcome.problem, self.submission.recording, seconds) if seconds > 0 else []
+        elapsed = time.monotonic() - started
+        self.diagnosis_spent += elapsed
+        self.budget.give_back(elapsed)  # the judge's own work costs the student's problem nothing
+        outcome.mistakes = [mistake.id for mistake in mistakes]
+        if mistakes:
+            outcome.message = clean_message(f"{feedback(mistakes)}\n{outcome.message}")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         path = self.config.getoption("--outcomes")

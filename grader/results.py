@@ -46,6 +46,10 @@ class TestResult:
     duration: float = 0.0
     gpu: bool = False
     nodeid: str = ""
+    mistakes: tuple[str, ...] = ()  # ids of the known mistakes the failure reproduces (grader.diagnosis)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mistakes", tuple(self.mistakes))  # a judge's outcomes file holds a list
 
     @property
     def score(self) -> float:
@@ -187,6 +191,8 @@ def _output(test: TestResult) -> str:
 def _gradescope_test(test: TestResult, not_run: str, visibility: str) -> dict[str, Any]:
     kit = {"problem": test.problem, "module": test.module, "test": test.name, "points": test.points,
            "status": test.status, "duration": round(test.duration, 3), "gpu": test.gpu, "nodeid": test.nodeid}
+    if test.mistakes:
+        kit["mistakes"] = list(test.mistakes)
     output = _output(test)
     if output != test.message:
         kit["message"] = test.message
@@ -203,7 +209,8 @@ def _kit_test(entry: dict[str, Any]) -> TestResult:
     kit = entry["extra_data"]
     return TestResult(problem=kit["problem"], module=kit["module"], name=kit["test"], points=float(kit["points"]),
                       status=kit["status"], message=kit.get("message", entry.get("output", "")),
-                      duration=float(kit.get("duration", 0.0)), gpu=bool(kit.get("gpu")), nodeid=kit.get("nodeid", ""))
+                      duration=float(kit.get("duration", 0.0)), gpu=bool(kit.get("gpu")), nodeid=kit.get("nodeid", ""),
+                      mistakes=tuple(kit.get("mistakes", ())))
 
 
 def write_atomic(path: Path, data: bytes) -> None:

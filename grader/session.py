@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
@@ -61,6 +61,19 @@ class Exchange:
     def path(self, name: str) -> str:
         """The path of ``name`` in the exchange folder as the worker sees it."""
         return f"{self.inside}/{name}"
+
+
+@dataclass
+class Recording:
+    """One test's requests and the worker's answers, in order, for replaying them on a known
+    mistake (``grader.diagnosis``); ``blocked`` says why they cannot be replayed (the test
+    used a callback, the exchange folder, the worker's pid or the source text, or the worker failed)."""
+
+    exchanges: list[tuple[dict, dict]] = field(default_factory=list)
+    blocked: str = ""
+
+    def block(self, why: str) -> None:
+        self.blocked = self.blocked or why
 
 
 class Backend(Protocol):
@@ -116,9 +129,11 @@ class Submission:
         self._callbacks: dict[int, Callable[..., Any]] = {}  # handed out, not yet passed to a call
         self._in_flight: dict[int, tuple[int, Callable[..., Any]]] = {}  # passed: token -> (call id, function)
         self._rule = ""
+        self.recording = Recording()
 
     def _send(self, message: dict, what: str, timeout: float | None, budgeted: bool = True) -> Any:
         if budgeted and self.budget.spent():
+            self.recording.block("the time budget")
             raise OutOfTime(f"{what} was not run: {self.budget.why()}")
         self._next_id += 1
         message["id"] = number = self._next_id
@@ -131,12 +146,14 @@ class Submission:
         try:
             answer = self.backend.request(message, timeout, lambda frame: self._run_callback(frame, number, failures))
         except WorkerFailure as exc:
+            self.recording.block("the worker failed")
             if cut and self.budget.spent():
                 raise OutOfTime(f"{what} was stopped: {self.budget.why()}") from None
             raise StudentError(f"{what}: {exc}") from None
         finally:
             for token in tokens:  # a callback lives as long as the call it was passed to
                 del self._in_flight[token]
+        self.recording.exchanges.append((message, answer))
         if failures:  # a judge callback failed (a nested call, an assertion): that is the test's failure
             raise failures[0]
         if answer.get("id") != number:
@@ -219,6 +236,7 @@ class Submission:
     def callback(self, function: Callable[..., Any]) -> wire.Callback:
         """A judge function the submission may call (e.g. an optimizer's closure); pass it as an argument
         of one call: the submission may call it while that call runs, and never after it returned."""
+        self.recording.block("a judge callback")
         self._issued += 1
         self._callbacks[self._issued] = function
         return wire.Callback(self._issued)
@@ -255,11 +273,13 @@ class Submission:
         student code ``.path(name)``, inspect what it wrote from the judge. Starts the worker if it
         is not running; a worker restart (after a failure) gives a fresh, empty folder."""
         self.worker_pid()
+        self.recording.block("the exchange folder")
         return self.backend.exchange()
 
     def worker_pid(self) -> int:
         """The pid of the process running the submission, for measurements taken from outside it
         (``/proc/<pid>/status``, ``smaps_rollup``, ``io``). Starts the worker if it is not running."""
+        self.recording.block("a measurement from outside the worker")
         pid = self.backend.worker_pid()
         if pid is None:
             self._send({"$type": "release", "handles": []}, "starting the worker", None)
@@ -291,6 +311,7 @@ class Submission:
 
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""
+        self.recording.block("the source text")
         path = self.source_dir / f"{module}.py"
         return path.read_text(errors="replace") if path.exists() else ""
 

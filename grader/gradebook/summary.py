@@ -53,6 +53,7 @@ def summary_text(records: list[Record], gaps: list[str], changes: list[Change]) 
             lines.append(f"| {key} {problem.module} | {len(scores)} | {mean:.2f} | {problem.points} | "
                          f"{100 * mean / problem.points:.1f} |")
     lines += _tests_section([r for r in records if r.tests])
+    lines += _mistakes_section([r for r in records if r.tests])
     lines += _problem_rows(records, gaps, changes)
     return "\n".join(lines) + "\n"
 
@@ -75,6 +76,22 @@ def _tests_section(judged: list[Record]) -> list[str]:
     lines += [f"{i}. {_cell(name)}: failed by {n} of {len(judged)}" for i, (n, name) in
               enumerate(failed[:MOST_FAILED], 1)] or ["No test failed."]
     return lines
+
+
+def _mistakes_section(judged: list[Record]) -> list[str]:
+    """Per problem, how many students a failed test of theirs named each known mistake (``grader.diagnosis``)."""
+    students: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for record in judged:
+        for test in record.tests:
+            for mistake in test.mistakes:
+                students[(test.problem, mistake)].add(record.student)
+    if not students:
+        return ["", "## Known mistakes", "", "No failed test matched a known mistake."]
+    order = {key: i for i, key in enumerate(PROBLEMS)}
+    ranked = sorted(students.items(), key=lambda item: (order.get(item[0][0], len(order)), -len(item[1]), item[0][1]))
+    return ["", "## Known mistakes (students whose failed tests behave like each)", "",
+            "| problem | mistake | students |", "|---|---|---:|"] + [
+        f"| {problem} | {_cell(mistake)} | {len(who)} |" for (problem, mistake), who in ranked]
 
 
 def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change]) -> list[str]:

@@ -3,7 +3,11 @@
 One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables with ``id``,
 ``description``, ``find`` (text that occurs exactly once in ``solutions/<module>.py``) and
 ``replace``; ``gpu = true`` marks a mutant only a GPU test can kill (graded by ``grader selfcheck
---gpu`` on a GPU runner, left out of the CPU kill matrix). ``materialize`` writes a submission
+--gpu`` on a GPU runner, left out of the CPU kill matrix). Each is also a known mistake that
+feedback names (``grader.diagnosis``): optional ``misconception`` (the mistake in one sentence a
+student understands; the description when absent), ``section`` (the ``module.Name`` heading of
+handout.md that explains it; by default the reference's top-level definition holding ``find``)
+and ``diagnose = false`` (never named). ``materialize`` writes a submission
 folder with that one edit applied.
 """
 
@@ -34,6 +38,9 @@ class Mutant:
     find: str
     replace: str
     gpu: bool = False
+    misconception: str = ""
+    section: str = ""
+    diagnose: bool = True
 
     def apply(self, source: str) -> str:
         count = source.count(self.find)
@@ -51,7 +58,9 @@ def load(catalog: Path = CATALOG) -> list[Mutant]:
         for entry in read_toml(path).get("mutant", []):
             mutants.append(Mutant(id=entry["id"], problem=f"P{match.group(1)}", module=match.group(2),
                                   description=entry["description"], find=entry["find"], replace=entry["replace"],
-                                  gpu=bool(entry.get("gpu", False))))
+                                  gpu=bool(entry.get("gpu", False)),
+                                  misconception=entry.get("misconception", entry["description"]),
+                                  section=entry.get("section", ""), diagnose=bool(entry.get("diagnose", True))))
     ids = [m.id for m in mutants]
     if len(ids) != len(set(ids)):
         raise CatalogError(f"duplicate mutant ids: {sorted({i for i in ids if ids.count(i) > 1})}")

@@ -2,7 +2,8 @@
 
 Checks: only the expected top-level entries exist; no solution marker survives; the stubs are
 exactly what ``grader stubs`` generates; and no distinctive line of a solution region or of a
-hidden suite or judge-side driver appears in any released file (lines that the public tests or the stubs
+hidden suite, judge-side driver, diagnosis module, known mistake (a mutant's edit or a mistaken
+fixture) appears in any released file (lines that the public tests or the stubs
 themselves contain are not secrets, nor are the few idioms in ``PUBLIC_IDIOMS``).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import mutants
 from ..stubs import BEGIN, END, expected_stubs, find_regions, stale_stubs
 from ._context import ReleaseContext, ReleaseError
 
@@ -31,9 +33,11 @@ def secret_lines(kit: Path) -> set[str]:
         lines = path.read_text().splitlines()
         for region in find_regions("\n".join(lines), str(path)):
             secrets |= _distinctive(lines[region.begin: region.end - 1])
-    for folder in ("grader/hidden", "grader/drivers"):
+    for folder in ("grader/hidden", "grader/drivers", "grader/diagnosis", "grader/tests/fixtures/mistakes"):
         for path in sorted((kit / folder).rglob("*.py")):
             secrets |= _distinctive(path.read_text().splitlines())
+    for mutant in mutants.load():  # the mistaken variants diagnosis compares students with
+        secrets |= _distinctive(mutant.replace.splitlines())
     public = set(PUBLIC_IDIOMS)
     for text in [path.read_text() for path in sorted((kit / "tests").rglob("*.py"))] \
             + list(expected_stubs(kit / "solutions").values()):

@@ -171,3 +171,17 @@ def test_a_problem_out_of_time_inside_the_delegation_check_still_disarms_it(cloc
     assert sub.backend.sent == ["forbid", "allow"]
     budget.start("P6", later=0)
     assert sub.call("data.get_batch") is None and sub.backend.sent[-1] == "call"
+
+
+def test_the_judge_s_own_time_goes_back_to_the_problem(monkeypatch):
+    """Naming a known mistake after a failure is the judge's work: its time is given back to the problem's
+    slice (never past the session's end)."""
+    clock = [100.0]
+    monkeypatch.setattr("grader.budget.time.monotonic", lambda: clock[0])
+    budget = Budget(100.0)
+    budget.start("P1", later=1)  # a slice of 50 s: until 150
+    clock[0] = 140.0
+    budget.give_back(30.0)
+    assert budget.left() == 40.0
+    budget.give_back(1000.0)
+    assert budget.deadline == budget.end == 200.0

@@ -183,6 +183,25 @@ def test_summary_and_figures(tmp_path):
     assert means == pytest.approx([100 * 8 / 12, 100 * 6 / 12, 0])  # P1, P3 and P8, the problems graded
 
 
+def test_summary_counts_the_students_each_known_mistake_was_named_for(tmp_path):
+    def failing(*mistakes: tuple[str, ...]) -> GradingResult:
+        return GradingResult(tests=tuple(Outcome("P4", "flops", f"test {i}", 1.0, "failed", mistakes=ids)
+                                         for i, ids in enumerate(mistakes)))
+
+    write(tmp_path, "a", failing(("p4-x",), ("p4-x",)))  # named twice: one student
+    write(tmp_path, "b", failing(("p4-x", "p4-y"), ()))
+    write(tmp_path, "c", failing((), ()))
+    write(tmp_path, "d", GradingResult(tests=outcomes()))
+    out = tmp_path / "gradebook.csv"
+    assert gradebook.main([str(tmp_path)], csv=out) == 0
+    summary = out.with_suffix(".md").read_text()
+    assert "| P4 | p4-x | 2 |\n| P4 | p4-y | 1 |" in summary
+    write(tmp_path, "a", failing((), ()))
+    write(tmp_path, "b", failing((), ()))
+    assert gradebook.main([str(tmp_path)], csv=out) == 0
+    assert "No failed test matched a known mistake." in out.with_suffix(".md").read_text()
+
+
 def test_cli_defaults_are_the_python_defaults(tmp_path):
     args = build_parser().parse_args(["gradebook", str(tmp_path), str(tmp_path)])
     assert args.folders == [tmp_path, tmp_path]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from grader import mutants
 from grader.release import ReleaseError, build
 from grader.release.assert_no_leak import find_leaks
 from grader.release.assert_portable import find_posix_only_imports
@@ -48,6 +49,19 @@ def test_a_leaked_hidden_suite_is_caught(release, tmp_path):
     hidden = next((KIT / "grader" / "hidden").glob("test_p*_*.py"))
     shutil.copyfile(hidden, copy / "tests" / f"extra_{hidden.name}")
     assert find_leaks(KIT, copy)
+
+
+@pytest.mark.parametrize("source", ["mutant", "fixture"])
+def test_a_leaked_known_mistake_is_caught(release, tmp_path, source):
+    copy = tmp_path / "copy"
+    shutil.copytree(release, copy)
+    if source == "mutant":
+        text = next(m.replace for m in mutants.load() if m.id == "p1-subnormal-as-normal")
+    else:
+        text = (KIT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_days_in_hours.py").read_text()
+    with open(copy / "tests" / "test_p1_memory.py", "a") as stream:
+        stream.write("\n" + max(text.splitlines(), key=len).strip() + "\n")
+    assert any("secret line" in p for p in find_leaks(KIT, copy))
 
 
 def test_release_refuses_a_non_empty_target(tmp_path):

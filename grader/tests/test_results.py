@@ -15,9 +15,10 @@ def result(*tests: TestResult, **kwargs) -> GradingResult:
     return GradingResult(tests=tests, submission="alice", **kwargs)
 
 
-def t(problem="P1", status="passed", points=2.0, gpu=False, name="a test", message="") -> TestResult:
+def t(problem="P1", status="passed", points=2.0, gpu=False, name="a test", message="",
+      mistakes: tuple[str, ...] = ()) -> TestResult:
     return TestResult(problem=problem, module=PROBLEMS[problem].module, name=name, points=points, status=status,
-                      message=message, gpu=gpu)
+                      message=message, gpu=gpu, mistakes=mistakes)
 
 
 def test_score_counts_only_passed_tests():
@@ -78,9 +79,15 @@ def test_grader_failure_is_a_visible_entry_with_details_hidden():
 
 def test_results_roundtrip_through_json():
     graded = result(t(), t(problem="P8", status="not_run", gpu=True), t(status="failed", message="no"),
-                    isolation={"network": "none"}, notes=("budget used up",))
+                    t(status="failed", message="Known mistake (p1-x)", mistakes=("p1-x",)), isolation={"network": "none"}, notes=("budget used up",))
     back = GradingResult.from_gradescope_dict(json.loads(json.dumps(graded.to_gradescope_dict())))
     assert back.tests == graded.tests and back.isolation == graded.isolation and back.notes == graded.notes
+
+
+def test_known_mistakes_from_a_judges_outcomes_file_compare_as_read_back():
+    from_judge = t(status="failed", mistakes=["p1-x"])  # the judge's outcomes file holds a JSON list
+    back = GradingResult.from_gradescope_dict(json.loads(json.dumps(result(from_judge).to_gradescope_dict())))
+    assert back.tests == (from_judge,)
 
 
 def validate(data: dict) -> list[str]:
@@ -92,9 +99,10 @@ def validate(data: dict) -> list[str]:
 
 @pytest.mark.parametrize("made", [
     result(t(), t(status="failed", message="x"), t(status="not_run", gpu=True), t(status="error")),
+    result(t(status="failed", message="Known mistake (p4-x): ...", mistakes=("p4-x",))),
     GradingResult.failed("bob", "unreadable zip"),
     result(),
-], ids=["graded", "failed", "empty"])
+], ids=["graded", "diagnosed", "failed", "empty"])
 def test_every_results_file_the_kit_writes_matches_the_schema(made):
     assert validate(made.to_gradescope_dict()) == []
     assert validate(made.to_gradescope_dict(not_run="zero", visibility="after_due_date")) == []

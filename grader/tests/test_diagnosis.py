@@ -1,0 +1,122 @@
+"""Diagnosis by behaviour (grader.diagnosis): the answer equality, the replay of a recording on a
+known variant, the catalog's sections, and the feedback. In process: no worker is started."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import diagnosis, mutants, session, wire
+from grader.diagnosis.replay import unreplayable
+from grader.diagnosis.same import same
+from grader.submission import stage
+
+HANDOUT = Path(__file__).resolve().parents[2] / "handout.md"
+
+
+@pytest.mark.parametrize("a, b, equal", [
+    (math.nan, math.nan, True), (0.0, -0.0, False), (1.0, 1.0 + 1e-12, True), (1.0, 1.001, False),
+    (48, 48.0, False), (True, 1, False), ((1, 2), [1, 2], False), ({"a": 1}, {"a": 1}, True),
+    (torch.tensor([1.0, math.nan]), torch.tensor([1.0 + 1e-9, math.nan]), True),
+    (torch.tensor([1.0]), torch.tensor([1.0], dtype=torch.float64), False),
+    (torch.tensor([1, 2]), torch.tensor([1, 3]), False), (torch.zeros(2, 3), torch.zeros(3, 2), False),
+    (wire.Raised(("builtins.ValueError",), "a"), wire.Raised(("builtins.ValueError",), "b"), True),
+    (wire.Raised(("builtins.ValueError",), "a"), wire.Raised(("builtins.IndexError",), "a"), False),
+    (wire.Opaque("Generator", "<at 0x1>"), wire.Opaque("Generator", "<at 0x2>"), True),
+    (wire.Opaque("Generator", "<at 0x1>"), wire.Opaque("Module", "<at 0x1>"), False),
+])
+def test_answers_are_the_same_behaviour_by_type_value_and_nan(a, b, equal):
+    assert same(a, b) is equal and same(b, a) is equal
+
+
+def recorded(package: Path, *calls: tuple) -> session.Recording:
+    """The recording of ``calls`` made on ``package`` in process, as the judge records a test."""
+    sub = session.Submission(session.InProcess(package), package)
+    for target, *args in calls:
+        sub.outcome(target, *args)
+    return sub.recording
+
+
+@pytest.fixture(scope="module")
+def diagnoser() -> diagnosis.Diagnoser:
+    return diagnosis.Diagnoser()
+
+
+def mutant(identifier: str) -> mutants.Mutant:
+    return next(m for m in mutants.load() if m.id == identifier)
+
+
+CALLS = {"P4": [("flops.matmul_flops", 2, 3, 4), ("flops.training_days", 7e9, 1e12, 8, 1e15, 1.0),
+                ("flops.backward_flops", 10, 100)],
+         "P1": [("memory.decode_float", 0x0001, torch.float16), ("memory.decode_float", 0x8000, torch.float16),
+                ("memory.decode_float", 0x7E00, torch.float16)]}
+
+
+@pytest.mark.parametrize("identifier, problem", [("p4-matmul-missing-factor-2", "P4"),
+                                                 ("p4-mfu-bound-excludes-one", "P4"),
+                                                 ("p1-subnormal-exponent-off-by-one", "P1"),
+                                                 ("p1-negative-zero-lost", "P1")])
+def test_a_variant_is_named_by_its_own_behaviour_and_the_reference_by_none(identifier, problem, diagnoser, tmp_path):
+    package = mutants.materialize(mutant(identifier), tmp_path / "mutant")
+    found = diagnoser.diagnose(problem, recorded(package, *CALLS[problem]), 60)
+    assert [m.id for m in found] == [identifier]
+    reference = stage(mutants.SOLUTIONS, tmp_path / "reference")
+    assert diagnoser.diagnose(problem, recorded(reference, *CALLS[problem]), 60) == []
+
+
+def test_calls_that_do_not_tell_the_mistake_apart_name_nothing(diagnoser, tmp_path):
+    """The mutant's own bug is not exercised: its answers are the reference's, so nothing explains a failure."""
+    package = mutants.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
+    assert diagnoser.diagnose("P4", recorded(package, ("flops.backward_flops", 10, 100)), 60) == []
+
+
+def test_a_recording_that_cannot_be_replayed_names_nothing(diagnoser, tmp_path):
+    package = mutants.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
+    recording = recorded(package, *CALLS["P4"])
+    recording.block("the source text")
+    assert diagnoser.diagnose("P4", recording, 60) == []
+    assert diagnoser.diagnose("P4", session.Recording(), 60) == []
+    assert diagnoser.diagnose("P4", recorded(package, *CALLS["P4"]), 0) == []  # no time: nothing known
+
+
+def test_handles_made_during_the_test_are_renumbered_and_earlier_ones_stop_the_replay(diagnoser, tmp_path):
+    package = mutants.materialize(mutant("p1-subnormal-exponent-off-by-one"), tmp_path / "mutant")
+    sub = session.Submission(session.InProcess(package), package)
+    sub.lib("builtins.list", [1])  # a handle made before the test: the worker's numbers go on from it
+    earlier = sub.lib("builtins.list", [2])
+    sub.recording = session.Recording()
+    values = sub.lib("builtins.map", sub.named("memory.decode_float"), [1, 0x8000], [torch.float16] * 2)
+    assert sub.lib("builtins.list", values).read() == [2.0**-25, -0.0]
+    assert [m.id for m in diagnoser.diagnose("P1", sub.recording, 60)] == ["p1-subnormal-exponent-off-by-one"]
+    sub.lib("builtins.len", earlier)
+    assert diagnoser.diagnose("P1", sub.recording, 60) == []
+
+
+def test_only_library_calls_safe_in_the_judge_are_replayed():
+    call = ({"$type": "construct", "target": "torch.nn.Parameter", "library": True}, {})
+    assert unreplayable([call]) == ""
+    assert "ctypes.CDLL" in unreplayable([call, ({"$type": "construct", "target": "ctypes.CDLL", "library": True}, {})])
+    assert unreplayable([]) != "" and unreplayable([({"$type": "callback"}, {})]) != ""
+
+
+def test_every_known_mistake_has_a_misconception_and_a_handout_section():
+    headings = set(re.findall(r"^### (\w+\.\w+)$", HANDOUT.read_text(), re.MULTILINE))
+    for problem in ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8"):
+        for mistake in diagnosis.catalog(problem):
+            assert mistake.misconception and mistake.section in headings, mistake
+
+
+def test_feedback_names_one_mistake_with_its_section_several_by_id_and_none_says_nothing():
+    one = diagnosis.Mistake("p9-x", "P9", "adds eps inside the square root", "optim.AdaGrad")
+    other = diagnosis.Mistake("p9-y", "P9", "forgets the bias correction", "optim.AdaGrad")
+    assert feedback_has(diagnosis.feedback([one]), "p9-x", "adds eps inside the square root", "'optim.AdaGrad'")
+    assert feedback_has(diagnosis.feedback([one, other]), "p9-x", "p9-y")
+    assert diagnosis.feedback([]) == ""
+
+
+def feedback_has(text: str, *parts: str) -> bool:
+    return all(part in text for part in parts)

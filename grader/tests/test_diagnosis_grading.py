@@ -1,0 +1,37 @@
+"""End to end: a mistaken submission graded in the sandbox gets its known mistake named in
+results.json (message and extra_data) and in ``grader show``; the reference gets none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from grader import show
+from grader.grade import KIT_ROOT, main
+from grader.submission import stage
+from grader.tests.test_results import validate
+
+MISTAKE = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_multiply_adds.py"
+
+
+def graded(submission: Path, out: Path) -> dict:
+    assert main(str(submission), out=out, gpu="off", problems=["P4"], profile="ci") == 0
+    data = json.loads(out.read_text())
+    assert validate(data) == []
+    return data
+
+
+def test_a_mistaken_submission_is_told_its_known_mistake_and_the_reference_is_not(tmp_path, capsys):
+    package = stage(KIT_ROOT / "solutions", tmp_path / "submission")
+    target = package / "flops.py"
+    target.write_text(target.read_text() + "\n\n" + MISTAKE.read_text())
+    data = graded(package, tmp_path / "out" / "alice.json")
+    named = [t for t in data["tests"] if t["extra_data"].get("mistakes")]
+    assert named and all(t["extra_data"]["mistakes"] == ["p4-matmul-missing-factor-2"] for t in named)
+    assert all("Known mistake (p4-matmul-missing-factor-2)" in t["output"] and "flops.matmul_flops" in t["output"]
+               for t in named)
+    capsys.readouterr()
+    assert show.main(str(tmp_path / "out"), "alice") == 0
+    assert "Known mistake (p4-matmul-missing-factor-2)" in capsys.readouterr().out
+    reference = graded(KIT_ROOT / "solutions", tmp_path / "reference.json")
+    assert not any(t["extra_data"].get("mistakes") for t in reference["tests"])
