@@ -10,8 +10,10 @@ from pathlib import Path
 from grader.sandbox import SYSCALL_FILTER, Limits, Worker
 
 GRADER = Path(__file__).resolve().parents[1]
-# The --in-process debugging backend runs the dispatcher in the judge on purpose (never for grading).
-ALLOWED = {GRADER / "session.py"}
+# The --in-process debugging backend runs the dispatcher in the judge on purpose (never for grading);
+# the diagnosis replays a failed test's calls on the kit's own code (the reference and its curated
+# mutants, never the submission) through the same generic dispatcher.
+ALLOWED = {GRADER / "session.py", GRADER / "diagnosis" / "replay.py"}
 
 
 def _imports_of(path: Path) -> set[str]:
