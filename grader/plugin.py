@@ -151,9 +151,12 @@ class Recorder:
         """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
         folder = Path(self.config.getoption("--submission"))
         if self.config.getoption("--in-process"):
-            backend: session.Backend = session.InProcess(folder)
+            from .judge.inprocess import InProcess
+
+            backend: session.Backend = InProcess(folder)
         else:
-            from .sandbox import Limits, Worker
+            from .containment.limits import Limits
+            from .containment.worker import Worker
 
             limits = Limits(call_seconds=self.config.getoption("--call-seconds"),
                             memory_bytes=self.config.getoption("--memory-mb") << 20)

@@ -15,20 +15,15 @@ submission's own code.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, NoReturn
 
 from . import wire
+from .backend import Backend, Exchange, WorkerFailure
 from .budget import Budget
-from .containment.tree import Meter, Usage
-from .confined import worker  # the --in-process debugging backend only
-from .confined.dispatch import Dispatcher  # the --in-process debugging backend only
+from .containment.tree import Usage
 
 DEFAULT_CALL_SECONDS = 30.0
 
@@ -43,26 +38,6 @@ class OutOfTime(BaseException):
     nor a test that expects a call to fail)."""
 
 
-class WorkerFailure(Exception):
-    """The worker timed out, crashed, broke the protocol or used too much memory."""
-
-
-OnCallback = Callable[[dict], dict]
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """A folder both sides see: ``host`` is its path in the judge, ``inside`` the path to give
-    student code (relative to the worker's working folder, or absolute in process)."""
-
-    host: Path
-    inside: str
-
-    def path(self, name: str) -> str:
-        """The path of ``name`` in the exchange folder as the worker sees it."""
-        return f"{self.inside}/{name}"
-
-
 @dataclass
 class Recording:
     """One test's requests and the worker's answers, in order, for replaying them on a known
@@ -74,24 +49,6 @@ class Recording:
 
     def block(self, why: str) -> None:
         self.blocked = self.blocked or why
-
-
-class Backend(Protocol):
-    isolation: dict[str, str]
-    import_error: wire.Raised | None
-    restarts: int
-
-    def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict: ...
-
-    def worker_pid(self) -> int | None: ...
-
-    def measure(self, reset_peak: bool = False) -> Usage | None: ...
-
-    def exchange(self) -> Exchange: ...
-
-    def sibling(self) -> Backend: ...
-
-    def close(self) -> None: ...
 
 
 def describe(target: str, args: tuple = (), kwargs: dict | None = None, limit: int = 240) -> str:
@@ -132,24 +89,15 @@ class Submission:
         self.recording = Recording()
 
     def _send(self, message: dict, what: str, timeout: float | None, budgeted: bool = True) -> Any:
-        if budgeted and self.budget.spent():
-            self.recording.block("the time budget")
-            raise OutOfTime(f"{what} was not run: {self.budget.why()}")
+        timeout, cut = self._clock(what, timeout, budgeted)
         self._next_id += 1
         message["id"] = number = self._next_id
-        timeout = timeout or self.call_seconds
-        cut = budgeted and self.budget.left() < timeout  # no call runs past its problem's share of the budget
-        if cut:
-            timeout = max(0.5, self.budget.left())
         failures: list[BaseException] = []
         tokens = self._bind_callbacks(message, number)
         try:
             answer = self.backend.request(message, timeout, lambda frame: self._run_callback(frame, number, failures))
         except WorkerFailure as exc:
-            self.recording.block("the worker failed")
-            if cut and self.budget.spent():
-                raise OutOfTime(f"{what} was stopped: {self.budget.why()}") from None
-            raise StudentError(f"{what}: {exc}") from None
+            self._failed(exc, what, cut)
         finally:
             for token in tokens:  # a callback lives as long as the call it was passed to
                 del self._in_flight[token]
@@ -160,6 +108,27 @@ class Submission:
             raise StudentError(f"{what}: the worker answered out of turn")
         if answer.get("violations"):
             raise StudentError(f"{what}: {self._rule} Called: {', '.join(map(str, answer['violations']))[:300]}")
+        return self._decoded(answer, what)
+
+    def _clock(self, what: str, timeout: float | None, budgeted: bool) -> tuple[float, bool]:
+        """The time one call may take, and whether the problem's budget cut it short; raises
+        OutOfTime when that budget is spent."""
+        if budgeted and self.budget.spent():
+            self.recording.block("the time budget")
+            raise OutOfTime(f"{what} was not run: {self.budget.why()}")
+        timeout = timeout or self.call_seconds
+        cut = budgeted and self.budget.left() < timeout  # no call runs past its problem's share of the budget
+        return (max(0.5, self.budget.left()) if cut else timeout), cut
+
+    def _failed(self, exc: WorkerFailure, what: str, cut: bool) -> NoReturn:
+        """A worker failure as the test sees it: out of time if the budget cut the call, else a failure."""
+        self.recording.block("the worker failed")
+        if cut and self.budget.spent():
+            raise OutOfTime(f"{what} was stopped: {self.budget.why()}") from None
+        raise StudentError(f"{what}: {exc}") from None
+
+    def _decoded(self, answer: dict, what: str) -> Any:
+        """An answer's value (a ``Remote`` for a handle), or the ``wire.Raised`` it carries."""
         try:
             if "raised" in answer:
                 raised = wire.decode(answer["raised"])
@@ -282,11 +251,20 @@ class Submission:
         self.recording.block("a measurement from outside the worker")
         pid = self.backend.worker_pid()
         if pid is None:
-            self._send({"$type": "release", "handles": []}, "starting the worker", None)
+            self._start()
             pid = self.backend.worker_pid()
         if pid is None:
             raise StudentError("the worker process could not be found to measure it")
         return pid
+
+    def _start(self) -> None:
+        """Start the worker (its package imported) on the clock of one call."""
+        what = "starting the worker"
+        timeout, cut = self._clock(what, None, True)
+        try:
+            self.backend.start(timeout)
+        except WorkerFailure as exc:
+            self._failed(exc, what, cut)
 
     def sibling(self) -> Submission:
         """The same submission in a second, separate worker (started on its first request, under
@@ -383,65 +361,3 @@ def _refs(value: Any) -> Any:
     if type(value) is dict:
         return {key: _refs(item) for key, item in value.items()}
     return value
-
-
-class _DirectChannel:
-    """In-process stand-in for the worker's pipe channel: callbacks go straight to the judge."""
-
-    def __init__(self) -> None:
-        self.on_callback: OnCallback | None = None
-
-    def announce(self, module: str, starting: bool) -> None:
-        pass
-
-    def callback(self, number: int, args: tuple, kwargs: dict) -> Any:
-        frame = json.loads(json.dumps({"$type": "callback", "callback": number, "args": wire.encode(list(args)),
-                                       "kwargs": wire.encode(kwargs)}))
-        answer = json.loads(json.dumps(self.on_callback(frame)))
-        if "raised" in answer:
-            raise worker.CallbackFailed(str(wire.decode(answer["raised"])))
-        return wire.decode(answer.get("value"))
-
-
-class InProcess:
-    """Runs the submission inside the judge. For debugging the kit only: never grade with it."""
-
-    isolation = {"mode": "in-process (UNSAFE: no isolation; for debugging the kit only)"}
-    restarts = 0
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.import_error: wire.Raised | None = None
-        try:
-            worker.load_package(folder)
-        except BaseException as exc:  # noqa: BLE001
-            self.import_error = wire.decode(wire.encode_exception(exc))
-        self.channel = _DirectChannel()
-        self.dispatcher = Dispatcher(self.channel, str(folder))
-        self._exchange: Path | None = None
-        self._meter = Meter(os.getpid())
-
-    def worker_pid(self) -> int:
-        return os.getpid()
-
-    def measure(self, reset_peak: bool = False) -> Usage:
-        return self._meter.read(reset_peak)
-
-    def exchange(self) -> Exchange:
-        if self._exchange is None:
-            self._exchange = Path(tempfile.mkdtemp(prefix="kit-exchange-"))
-        return Exchange(host=self._exchange, inside=str(self._exchange))
-
-    def sibling(self) -> InProcess:
-        """Another dispatcher in this same process: module state is shared (debugging only)."""
-        return InProcess(self.folder)
-
-    def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
-        # A JSON round trip both ways, so values cross exactly as they would from a worker.
-        self.channel.on_callback = on_callback
-        answer = self.dispatcher.handle(json.loads(json.dumps(message)))
-        return json.loads(json.dumps(answer))
-
-    def close(self) -> None:
-        if self._exchange is not None:
-            shutil.rmtree(self._exchange, ignore_errors=True)

@@ -218,25 +218,8 @@ def decode(data: Any, depth: int = 0) -> Any:
     if tag == "device":
         _expect(isinstance(data.get("name"), str), "bad device")
         return torch.device(data["name"])
-    if tag == "tensor":
-        dtype, shape, raw = _torch_dtype(data.get("dtype")), _shape(data.get("shape")), _bytes(data.get("data"))
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        _expect(len(raw) == math.prod(shape) * itemsize, "tensor byte count does not match its shape")
-        flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
-        return flat.view(dtype).reshape(shape).clone()
-    if tag == "ndarray":
-        _expect(isinstance(data.get("dtype"), str), "bad ndarray dtype")
-        dtype, shape, raw = np.dtype(data["dtype"]), _shape(data.get("shape")), _bytes(data.get("data"))
-        _expect(not dtype.hasobject and len(raw) == math.prod(shape) * dtype.itemsize, "bad ndarray payload")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-    if tag == "npscalar":
-        _expect(isinstance(data.get("dtype"), str), "bad numpy scalar")
-        dtype = np.dtype(data["dtype"])
-        _expect(not dtype.hasobject, "object scalar")
-        return np.frombuffer(_bytes(data.get("data")), dtype=dtype)[0]
-    if tag == "npdtype":
-        _expect(isinstance(data.get("name"), str), "bad numpy dtype")
-        return np.dtype(data["name"])
+    if tag in _ARRAYS:
+        return _ARRAYS[tag](data)
     if tag == "raised":
         types = data.get("types")
         _expect(type(types) is list and all(isinstance(t, str) for t in types), "bad exception types")
@@ -257,6 +240,36 @@ def decode(data: Any, depth: int = 0) -> Any:
     raise WireError(f"unknown tag {tag!r}")
 
 
+def _tensor(data: dict) -> torch.Tensor:
+    dtype, shape, raw = _torch_dtype(data.get("dtype")), _shape(data.get("shape")), _bytes(data.get("data"))
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    _expect(len(raw) == math.prod(shape) * itemsize, "tensor byte count does not match its shape")
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    return flat.view(dtype).reshape(shape).clone()
+
+
+def _ndarray(data: dict) -> np.ndarray:
+    _expect(isinstance(data.get("dtype"), str), "bad ndarray dtype")
+    dtype, shape, raw = np.dtype(data["dtype"]), _shape(data.get("shape")), _bytes(data.get("data"))
+    _expect(not dtype.hasobject and len(raw) == math.prod(shape) * dtype.itemsize, "bad ndarray payload")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def _npscalar(data: dict) -> Any:
+    _expect(isinstance(data.get("dtype"), str), "bad numpy scalar")
+    dtype = np.dtype(data["dtype"])
+    _expect(not dtype.hasobject, "object scalar")
+    return np.frombuffer(_bytes(data.get("data")), dtype=dtype)[0]
+
+
+def _npdtype(data: dict) -> np.dtype:
+    _expect(isinstance(data.get("name"), str), "bad numpy dtype")
+    return np.dtype(data["name"])
+
+
+_ARRAYS = {"tensor": _tensor, "ndarray": _ndarray, "npscalar": _npscalar, "npdtype": _npdtype}
+
+
 def _hashable(key: Any) -> Any:
     try:
         hash(key)
@@ -274,8 +287,28 @@ def frame(message: dict) -> bytes:
 
 
 def write_frame(stream: BinaryIO, message: dict) -> None:
+    """Send one frame on ``stream`` (the worker's answer pipe, or the judge's deadline-bound request pipe)."""
     stream.write(frame(message))
     stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> dict | None:
+    """The next frame from ``stream`` (parsed strictly), or None where the stream ends first."""
+    header = _read_exact(stream, 4)
+    payload = None if header is None else _read_exact(stream, frame_length(header))
+    return None if payload is None else parse_frame(payload)
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
+    """``size`` bytes from ``stream``, however many reads they take; None at its end."""
+    chunks, remaining = [], size
+    while remaining:
+        chunk = stream.read(remaining)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def parse_frame(payload: bytes) -> dict:

@@ -20,8 +20,9 @@ from pathlib import Path
 from grader import wire
 from grader.containment import bubblewrap
 from grader.containment import cgroup as cgroups
-from grader.sandbox import Limits, Worker
-from grader.session import WorkerFailure
+from grader.backend import WorkerFailure
+from grader.containment.limits import Limits
+from grader.containment.worker import Worker
 
 BALLOON = '''
 import os

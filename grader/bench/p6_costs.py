@@ -17,7 +17,8 @@ from pathlib import Path
 
 from grader import mutants
 from grader.drivers import data
-from grader.sandbox import Limits, Worker
+from grader.containment.limits import Limits
+from grader.containment.worker import Worker
 from grader.session import Submission
 from grader.submission import stage
 

@@ -66,9 +66,7 @@ class PipeChannel:
             wire.write_frame(self.responses, self.dispatcher.handle(message))
 
     def next_request(self) -> dict | None:
-        header = _read_exact(self.requests, 4)
-        payload = None if header is None else _read_exact(self.requests, wire.frame_length(header))
-        return None if payload is None else wire.parse_frame(payload)
+        return wire.read_frame(self.requests)
 
 
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str]) -> None:
@@ -86,13 +84,3 @@ def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, 
     while (message := channel.next_request()) is not None:
         wire.write_frame(channel.responses, channel.dispatcher.handle(message))
 
-
-def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = stream.read(remaining)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)

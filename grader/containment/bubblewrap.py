@@ -25,9 +25,11 @@ import shutil
 import stat
 import subprocess
 
+from ..confined.config import WorkerConfig
+
 SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 SOURCE = "/tmp/.work-source"
-EXCHANGE = "exchange"  # the folder shared with the judge, in the working copy (see sandbox.Worker.exchange)
+EXCHANGE = "exchange"  # the folder shared with the judge, in the working copy (see containment.worker.Worker.exchange)
 SHARED = "/tmp/.exchange"  # where it is bound read-write; confine.py links /tmp/work/exchange to it
 
 
@@ -76,7 +78,7 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
+def command(config: WorkerConfig, *, seccomp_fd: int | None) -> list[str]:
     """``bwrap`` and its options, up to (not including) the command it runs."""
     bwrap = executable()
     args = [bwrap, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -85,7 +87,7 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_DAC_READ_SEARCH"]
     else:
         args += ["--unshare-all", "--unshare-user"] + (["--disable-userns"] if _disables_userns(bwrap) else [])
-    size = str(config["disk_bytes"])
+    size = str(config.disk_bytes)
     # The private /tmp first: an interpreter or kit living under /tmp is bound on top of it, not hidden by it.
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/tmp"]
     bound: list[str] = []
@@ -97,7 +99,7 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
         elif os.path.isdir(host):
             args += ["--ro-bind", host, host]
             bound.append(host)
-    for path in sorted(set(config["expose"] + config["readonly"])):  # absolute, each in every spelling it is used by
+    for path in sorted(set(config.expose + config.readonly)):  # absolute, each in every spelling it is used by
         if path != "/" and os.path.exists(path) and not any(_inside(path, b) for b in bound):
             for ancestor in _ancestors(path):  # bubblewrap would make them 0700: unreachable once the uid drops
                 if ancestor not in made:
@@ -105,7 +107,7 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
                     made.add(ancestor)
             args += ["--ro-bind", path, path]
             bound.append(path)
-    for path in config["masks"]:
+    for path in config.masks:
         if any(_inside(path, b) for b in bound) and os.path.lexists(path):
             args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
     args += ["--dev", "/dev", "--proc", "/proc"]
@@ -114,8 +116,8 @@ def command(config: dict, *, seccomp_fd: int | None) -> list[str]:
         args += ["--dev-bind", device, device]
     if nvidia:  # the CUDA driver reads the PCI topology
         args += ["--ro-bind", "/sys", "/sys"]
-    args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm", "--ro-bind", config["workdir"], SOURCE,
-             "--bind", os.path.join(config["workdir"], EXCHANGE), SHARED, "--symlink", "../tmp", "/var/tmp",
+    args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm", "--ro-bind", config.workdir, SOURCE,
+             "--bind", os.path.join(config.workdir, EXCHANGE), SHARED, "--symlink", "../tmp", "/var/tmp",
              "--chdir", SOURCE]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]

@@ -53,6 +53,25 @@ def processes(root: int) -> list[psutil.Process]:
         return []
 
 
+def pids(root: int) -> set[int]:
+    """``root`` (even when gone) and the pids of its live descendants."""
+    return {root} | {process.pid for process in processes(root)}
+
+
+def children(pid: int) -> set[int]:
+    """The pids of ``pid``'s live children."""
+    try:
+        return {child.pid for child in psutil.Process(pid).children()}
+    except psutil.Error:
+        return set()
+
+
+def owned_by(uid: int) -> set[int]:
+    """The live processes whose real uid is ``uid``."""
+    return {process.pid for process in psutil.process_iter(["uids"])
+            if process.info["uids"] is not None and process.info["uids"].real == uid}
+
+
 def resident_bytes(pids: set[int]) -> int:
     """The sum of the resident sets of ``pids`` (shared pages counted once per process)."""
     total = 0

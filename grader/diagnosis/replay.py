@@ -21,8 +21,7 @@ import numpy as np
 import torch
 
 from .. import wire
-from ..confined.dispatch import Dispatcher
-from ..confined.worker import load_package
+from ..judge.inprocess import Dispatcher, load_package
 from .same import same
 
 REQUESTS = {"call", "named", "construct", "call_method", "get_attr", "set_attr", "read", "release", "forbid", "allow"}

@@ -50,7 +50,7 @@ from ..grade import HIDDEN, KIT_ROOT, hidden_suites
 from ..problems import PROBLEMS
 from ..release.assert_no_leak import secret_lines
 from ..results import GradingResult, TestResult, kit_data
-from ..sandbox import UID_BASE, UID_SPAN
+from ..containment.uids import UID_BASE, UID_SPAN
 from . import Attack, defaults, load, materialize, materialize_control, reference
 
 SLACK_SECONDS = 180

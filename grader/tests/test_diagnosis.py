@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from grader import diagnosis, mutants, session, wire
+from grader.judge.inprocess import InProcess
 from grader.diagnosis.replay import unreplayable
 from grader.diagnosis.same import same
 from grader.submission import stage
@@ -35,7 +36,7 @@ def test_answers_are_the_same_behaviour_by_type_value_and_nan(a, b, equal):
 
 def recorded(package: Path, *calls: tuple) -> session.Recording:
     """The recording of ``calls`` made on ``package`` in process, as the judge records a test."""
-    sub = session.Submission(session.InProcess(package), package)
+    sub = session.Submission(InProcess(package), package)
     for target, *args in calls:
         sub.outcome(target, *args)
     return sub.recording
@@ -85,7 +86,7 @@ def test_a_recording_that_cannot_be_replayed_names_nothing(diagnoser, tmp_path):
 
 def test_handles_made_during_the_test_are_renumbered_and_earlier_ones_stop_the_replay(diagnoser, tmp_path):
     package = mutants.materialize(mutant("p1-subnormal-exponent-off-by-one"), tmp_path / "mutant")
-    sub = session.Submission(session.InProcess(package), package)
+    sub = session.Submission(InProcess(package), package)
     sub.lib("builtins.list", [1])  # a handle made before the test: the worker's numbers go on from it
     earlier = sub.lib("builtins.list", [2])
     sub.recording = session.Recording()

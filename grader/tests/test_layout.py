@@ -7,13 +7,16 @@ import ast
 import shutil
 from pathlib import Path
 
-from grader.sandbox import SYSCALL_FILTER, Limits, Worker
+from grader.containment.launch import SYSCALL_FILTER, stage
 
 GRADER = Path(__file__).resolve().parents[1]
 # The --in-process debugging backend runs the dispatcher in the judge on purpose (never for grading);
 # the diagnosis replays a failed test's calls on the kit's own code (the reference and its curated
-# mutants, never the submission) through the same generic dispatcher.
-ALLOWED = {GRADER / "session.py", GRADER / "diagnosis" / "replay.py"}
+# mutants, never the submission) through it.
+ALLOWED = {GRADER / "judge" / "inprocess.py"}
+# The worker's configuration is the one thing both sides share besides the wire format: data only, built
+# by the containment that starts the worker and read by confine.py.
+CONFIG = "confined.config"
 
 
 def _imports_of(path: Path) -> set[str]:
@@ -34,6 +37,8 @@ def test_the_judge_side_never_imports_the_sandbox_side():
         if "confined" in path.parts or "tests" in path.relative_to(GRADER).parts or path in ALLOWED:
             continue
         found = {name for name in _imports_of(path) if "confined" in name}
+        if "containment" in path.parts:
+            found = {name for name in found if not name.lstrip(".").removeprefix("grader.").startswith(CONFIG)}
         if found:
             offenders[str(path.relative_to(GRADER))] = sorted(found)
     assert not offenders, offenders
@@ -41,16 +46,15 @@ def test_the_judge_side_never_imports_the_sandbox_side():
 
 def test_the_sandbox_side_imports_only_the_wire_format_from_the_kit():
     for path in (GRADER / "confined").glob("*.py"):
-        kit = {name for name in _imports_of(path) if name.startswith(".") or name.startswith("grader")}
-        assert kit <= {"..", "..wire", ".dispatch", ".dispatch.PACKAGE", ".dispatch.Dispatcher"}, (path.name, kit)
+        kit = {name for name in _imports_of(path) if name.startswith("..") or name.startswith("grader")}
+        assert kit <= {"..", "..wire"}, (path.name, kit)  # and its own modules (one dot)
 
 
 def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path):
     package = tmp_path / "assignment"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    worker = Worker(package, Limits())
-    base = worker._prepare()
+    base = stage(package, None)
     try:
         code = sorted(p.name for p in (base / "work" / "_kit").glob("*.py"))
         assert code == sorted(["wire.py", *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
@@ -58,3 +62,10 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
         assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
         shutil.rmtree(base)
+
+
+def test_containment_imports_only_the_backend_contract_and_the_wire_format():
+    for path in (GRADER / "containment").glob("*.py"):
+        kit = {name.lstrip(".").removeprefix("grader.").split(".")[0] for name in _imports_of(path)
+               if name.startswith("..") or name.startswith("grader")}
+        assert kit <= {"", "wire", "backend", "confined"}, (path.name, kit)  # confined: its WorkerConfig only

@@ -136,7 +136,7 @@ def test_the_folder_snapshot_moves_with_any_change(tmp_path):
 def test_the_loading_worker_outlives_its_thread_and_the_other_worker():
     """The loader's worker is started on a thread (bubblewrap kills it when that thread ends) and
     must survive the main worker stopping (which reaps the judge's orphans)."""
-    from grader.sandbox import Worker
+    from grader.containment.worker import Worker
 
     folder = Path(__file__).resolve().parents[2] / "solutions"
     main = session.Submission(Worker(folder), folder)

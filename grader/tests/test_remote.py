@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from grader import wire
-from grader.sandbox import Limits, Worker
-from grader.session import InProcess, StudentError, Submission
+from grader.containment.limits import Limits
+from grader.containment.worker import Worker
+from grader.judge.inprocess import InProcess
+from grader.session import StudentError, Submission
 
 TRICKS = '''
 import torch

@@ -1,0 +1,56 @@
+"""The contract between the judge and a worker backend (the contained worker, or in process).
+
+A backend runs one submission's code: it answers request frames (``request``), is started
+explicitly (``start``: the package imported, on the clock given) or by its first request, and
+is measured and shares a folder with the judge from outside the worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from . import wire
+from .containment.tree import Usage
+
+
+class WorkerFailure(Exception):
+    """The worker timed out, crashed, broke the protocol or used too much memory."""
+
+
+OnCallback = Callable[[dict], dict]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A folder both sides see: ``host`` is its path in the judge, ``inside`` the path to give
+    student code (relative to the worker's working folder, or absolute in process)."""
+
+    host: Path
+    inside: str
+
+    def path(self, name: str) -> str:
+        """The path of ``name`` in the exchange folder as the worker sees it."""
+        return f"{self.inside}/{name}"
+
+
+class Backend(Protocol):
+    isolation: dict[str, str]
+    import_error: wire.Raised | None
+    restarts: int
+
+    def start(self, timeout: float) -> None:
+        """Have the worker running, its package imported (within ``timeout`` seconds); raises WorkerFailure."""
+
+    def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict: ...
+
+    def worker_pid(self) -> int | None: ...
+
+    def measure(self, reset_peak: bool = False) -> Usage | None: ...
+
+    def exchange(self) -> Exchange: ...
+
+    def sibling(self) -> Backend: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,147 @@
+"""Starting one worker process: its staging folder, its configuration, its confinement.
+
+``launch`` copies the submission package and the worker files (``grader/confined`` and the
+wire format) into a private temporary folder, starts ``confine.py`` there in a new session with
+a scrubbed environment (inside bubblewrap where it runs; ``confine.py`` builds the worker's root,
+namespaces and identity by hand elsewhere), with a dedicated uid as root and a cgroup where the
+host gives one, and hands back the running process with the judge's ends of its two pipes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..confined.config import WorkerConfig
+from . import bubblewrap, syscalls, tree, uids
+from . import cgroup as cgroups
+from .limits import KIT, Limits, environment, interpreter_paths
+from .watchdog import RUNNING
+
+CONFINED = KIT / "confined"
+EXCHANGE = "exchange"  # in the worker's working folder: see confine.py
+BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
+SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
+
+
+@dataclass
+class Launched:
+    """A started worker process and what the judge holds of it."""
+
+    proc: subprocess.Popen
+    base: Path  # the staging folder: ``work`` (the working copy) and ``root``
+    request_w: int  # the judge's end of the request pipe (non-blocking)
+    response_r: int  # the judge's end of the answer pipe
+    claim: uids.Claim | None  # the dedicated uid, as root
+    cgroup: cgroups.Cgroup | None
+    wrapped: bool  # inside bubblewrap
+
+    @property
+    def uid(self) -> int | None:
+        return self.claim.uid if self.claim else None
+
+
+@functools.cache
+def syscall_filter() -> bytes | None:
+    return syscalls.deny_filter()
+
+
+def stage(package: Path, uid: int | None) -> Path:
+    """``base/work`` (the package and the worker files: copied into the worker's /tmp/work) and
+    ``base/root`` (where confine.py mounts the worker's root)."""
+    base = Path(tempfile.mkdtemp(prefix="kit-worker-"))
+    workdir = base / "work"
+    shutil.copytree(package, workdir / "assignment", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    kit = workdir / "_kit"
+    kit.mkdir()
+    for source in [KIT / "wire.py", *CONFINED.glob("*.py")]:
+        if source.name != "__init__.py":
+            shutil.copy2(source, kit / source.name)
+    (workdir / EXCHANGE).mkdir()
+    if syscall_filter() is not None:
+        (kit / SYSCALL_FILTER).write_bytes(syscall_filter())
+    (base / "root").mkdir()
+    if uid is not None:  # used as is by bubblewrap, or where no namespace can be made
+        for path in [workdir, *workdir.rglob("*")]:
+            os.chown(path, uid, uid, follow_symlinks=False)
+        workdir.chmod(0o700)
+        base.chmod(0o711)
+    return base
+
+
+def _seccomp_fd(wrapped: bool) -> int | None:
+    """A memfd holding the syscall filter, for bubblewrap to load (None where it does not)."""
+    program = syscall_filter()
+    if not wrapped or program is None:
+        return None
+    fd = os.memfd_create("seccomp")
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _config(base: Path, limits: Limits, masks: list[str], readonly: list[str], uid: int | None,
+            fds: tuple[int, int, int | None], wrapped: bool) -> WorkerConfig:
+    expose = interpreter_paths()
+    program = syscall_filter()
+    return WorkerConfig(
+        workdir=str(base / "work"), root=str(base / "root"), masks=masks, readonly=readonly, expose=expose,
+        uid=uid, gid=uid, request_fd=fds[0], response_fd=fds[1], placement_fd=fds[2],
+        file_bytes=limits.file_bytes, disk_bytes=limits.disk_bytes, processes=limits.processes,
+        namespaces=limits.namespaces, reachable=all(bubblewrap.open_to_others(p) for p in expose), bubblewrap=wrapped,
+        syscall_filter=f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
+        syscalls=syscalls.describe(program is not None), syscall_numbers=syscalls.numbers(syscalls.BY_NUMBER))
+
+
+def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str]) -> Launched:
+    """Stage and start one worker; it is placed in its cgroup (where there is one) before it goes on."""
+    claim = uids.claim() if os.geteuid() == 0 else None
+    uid = claim.uid if claim else None
+    cgroup = cgroups.create(limits.memory_bytes, limits.processes)
+    wrapped = limits.namespaces and limits.bubblewrap and not bubblewrap.usable()
+    base = stage(package, uid)
+    request_r, request_w = os.pipe()
+    response_r, response_w = os.pipe()
+    placement, placement_w = socket.socketpair() if cgroup else (None, None)
+    seccomp_fd = _seccomp_fd(wrapped)
+    config = _config(base, limits, masks, readonly, uid,
+                     (request_r, response_w, placement_w.fileno() if placement_w else None), wrapped)
+    command = [sys.executable, "-I", "-c", BOOT]
+    if wrapped:
+        command = bubblewrap.command(config, seccomp_fd=seccomp_fd) + command
+        config = replace(config, workdir=bubblewrap.SOURCE)
+    passed = [fd for fd in (request_r, response_w, config.placement_fd, seccomp_fd) if fd is not None]
+    proc = subprocess.Popen([*command, config.to_json()], cwd=base / "work", env=environment(base / "work"),
+                            pass_fds=passed, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    RUNNING.add(proc.pid)
+    for fd in (request_r, response_w, seccomp_fd):
+        if fd is not None:
+            os.close(fd)
+    if placement is not None:
+        placement_w.close()
+        _place(placement, proc.pid, cgroup, limits.start_seconds)
+    os.set_blocking(request_w, False)
+    return Launched(proc, base, request_w, response_r, claim, cgroup, wrapped)
+
+
+def _place(placement: socket.socket, pid: int, cgroup: cgroups.Cgroup, seconds: float) -> None:
+    """Move the worker's tree into its cgroup when it asks, before any student code runs (all
+    it starts later is born inside), then let it go on."""
+    placement.settimeout(seconds)
+    try:
+        asked = placement.recv(1)
+    except OSError:
+        asked = b""
+    if asked:
+        cgroup.place(tree.pids(pid))
+        placement.sendall(b"g")
+    placement.close()

@@ -1,0 +1,268 @@
+"""A real worker over a small package whose functions misbehave, for the containment tests
+(``test_sandbox.py``, ``test_sandbox_limits.py``)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import wire
+from grader.containment.limits import Limits
+from grader.containment.worker import Worker
+
+MARKER = f"kit-sandbox-test-{secrets.token_hex(4)}"
+MODULE = '''
+import os
+import signal
+import subprocess
+import sys
+import time
+
+MARKER = "@MARKER@"
+
+
+def ok(value=1):
+    return value
+
+
+def spin():
+    while True:
+        pass
+
+
+def whoami():
+    return os.getuid()
+
+
+def crash():
+    import ctypes
+    ctypes.string_at(0)
+
+
+def leave(status=3):
+    os._exit(status)
+
+
+def hog(gib=6):
+    import torch
+    hoard = [torch.ones(256 << 20, dtype=torch.uint8) for _ in range(4 * gib)]
+    return len(hoard)
+
+
+def balloon(where="memfd", gib=3):
+    """Hold ``gib`` GiB outside the resident set: in a memfd, or in a file on a tmpfs."""
+    if where == "memfd":
+        fd = os.memfd_create("balloon")
+    else:
+        fd = os.open(os.path.join(where, "balloon-" + MARKER), os.O_WRONLY | os.O_CREAT, 0o600)
+    chunk = b"x" * (64 << 20)
+    for _ in range(16 * gib):
+        os.write(fd, chunk)
+    return "held"
+
+
+def busy_child(mib=64, seconds=0.3):
+    """A forked child spins for ``seconds`` of CPU time, fills ``mib`` MiB of a memfd and reads as
+    many from /dev/zero, then exits (reaped here): nothing of it stays in this process."""
+    child = os.fork()
+    if child == 0:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        os.write(os.memfd_create("child"), bytes(mib << 20))
+        with open("/dev/zero", "rb") as zero:
+            zero.read(mib << 20)
+        os._exit(0)
+    os.waitpid(child, 0)
+    return "done"
+
+
+def kernel_surface():
+    """What each call reaching past the sandbox returned: 0 (it worked) or its errno."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+
+    def in_a_child(attempt):  # one thread (the worker has several): unshare(CLONE_NEWUSER) demands it
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if attempt() == 0 else ctypes.get_errno())
+        return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+    calls = {"unshare user": lambda: in_a_child(lambda: libc.unshare(0x10000000)),
+             "unshare user, then mount": lambda: in_a_child(lambda: libc.unshare(0x10000000 | 0x00020000) or libc.mount(
+                 b"none", b"/tmp", b"tmpfs", 0, None)),
+             "mount tmpfs": lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
+             "ptrace attach parent": lambda: libc.ptrace(16, os.getppid(), None, None)}
+    found = {}
+    for name, attempt in calls.items():
+        ctypes.set_errno(0)
+        result = attempt()
+        found[name] = result if name.startswith("unshare") else 0 if result == 0 else ctypes.get_errno()
+    return found
+
+
+def flood(megabytes=200):
+    chunk = "x" * (1 << 20)
+    for _ in range(megabytes):
+        sys.stdout.write(chunk)
+    os.write(2, chunk.encode())
+    return "done"
+
+
+def sleepers():
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in (1, 2, 15)]; time.sleep(120)"
+    subprocess.Popen([sys.executable, "-c", code, MARKER], start_new_session=True, **quiet)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", code, MARKER])
+        os._exit(0)
+    return "started"
+
+
+def stubborn():
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    while True:
+        try:
+            time.sleep(1)
+        except BaseException:
+            pass
+
+
+def forks(count=100):
+    started = 0
+    for _ in range(count):
+        try:
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            started += 1
+        except OSError:
+            break
+    return started
+
+
+def forge():
+    for fd in range(3, 32):
+        try:
+            os.write(fd, (12).to_bytes(4, "big") + b"not json at")
+        except OSError:
+            pass
+    return 1
+
+
+def ahead():
+    import json
+    frame = json.dumps({"v": 1, "$type": "result", "id": 10**6, "value": 1}).encode()
+    for fd in range(3, 32):
+        try:
+            os.write(fd, len(frame).to_bytes(4, "big") + frame)
+        except OSError:
+            pass
+    return 2
+
+
+class AlwaysEqual(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+def liar():
+    return AlwaysEqual(3)
+
+
+def identity():
+    """What a library asking for the user and its caches finds (torch 2.11 asks when an optimizer is built)."""
+    import getpass
+    import torch
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(3))], lr=0.1)
+    caches = [os.environ[key] for key in ("XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    for folder in caches:
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, "probe"), "w").close()
+    return {"user": getpass.getuser(), "home": os.environ["HOME"], "cwd": os.getcwd(), "caches": caches}
+
+
+def look(kit):
+    import socket
+    seen = {"uid": os.getuid(), "root": sorted(os.listdir("/")), "cwd": os.getcwd(),
+            "kit_visible": os.path.exists(kit), "processes": [p for p in os.listdir("/proc") if p.isdigit()],
+            "home": os.environ.get("HOME")}
+    try:
+        socket.create_connection(("127.0.0.1", 9), timeout=1)
+        seen["network"] = "connected"
+    except OSError as exc:
+        seen["network"] = type(exc).__name__
+    for path in ("/usr/kit-test", "/etc/kit-test", os.path.join(os.path.dirname(sys.executable), "kit-test")):
+        try:
+            open(path, "w").close()
+            seen.setdefault("wrote", []).append(path)
+        except OSError:
+            pass
+    with open("/tmp/work/mine.txt", "w") as stream:
+        stream.write("the working copy is writable")
+    return seen
+'''
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("sandbox") / "assignment"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "tricks.py").write_text(MODULE.replace("@MARKER@", MARKER))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def worker(package):
+    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64))
+    yield worker
+    worker.close()
+
+
+def a_package(tmp_path: Path, **modules: str) -> Path:
+    """An ``assignment`` package holding the given modules (name -> source)."""
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    for name, source in {"__init__": "", **modules}.items():
+        (folder / f"{name}.py").write_text(source)
+    return folder
+
+
+def call(worker: Worker, target: str, *args, timeout: float = 10):
+    call.id = getattr(call, "id", 0) + 1
+    answer = worker.request({"$type": "call", "id": call.id, "target": f"tricks.{target}",
+                             "args": wire.encode(list(args)), "kwargs": wire.encode({})}, timeout)
+    assert answer["id"] == call.id
+    return wire.decode(answer["raised"] if "raised" in answer else answer["value"])
+
+
+def marked_processes() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and MARKER.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def wait_until(condition, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
