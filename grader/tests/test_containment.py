@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 import pytest
 
+from grader.confined.config import WorkerConfig
 from grader.containment import cgroup as cgroups
 from grader.containment import syscalls, uids
 
@@ -66,3 +68,14 @@ def test_calls_made_by_number_are_resolved_by_libseccomp_not_a_table():
     found = syscalls.numbers((*syscalls.BY_NUMBER, "no_such_call"))
     assert set(found) == set(syscalls.BY_NUMBER) and len(set(found.values())) == len(found)
     assert all(number > 0 for number in found.values())
+
+
+def test_a_worker_configuration_crosses_as_json_and_refuses_other_keys():
+    config = WorkerConfig(workdir="/w", root="/r", masks=["/kit"], readonly=[], expose=["/usr"], uid=None, gid=None,
+                          request_fd=3, response_fd=4, placement_fd=None, file_bytes=1, disk_bytes=2, processes=3,
+                          namespaces=True, reachable=True, bubblewrap=False, syscall_filter=None, syscalls="none",
+                          syscall_numbers={"capset": 126})
+    assert WorkerConfig.from_json(config.to_json()) == config
+    for changed in ({**json.loads(config.to_json()), "extra": 1}, {"workdir": "/w"}, [1]):
+        with pytest.raises(ValueError, match="exactly the keys"):
+            WorkerConfig.from_json(json.dumps(changed))
