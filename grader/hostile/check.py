@@ -46,7 +46,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..grade import HIDDEN, KIT_ROOT, hidden_suites
+from ..grade import hidden_suites
+from ..paths import HIDDEN, KIT_ROOT
 from ..problems import PROBLEMS
 from ..release.assert_no_leak import secret_lines
 from ..results import GradingResult, TestResult, kit_data
