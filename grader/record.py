@@ -87,12 +87,14 @@ def _typed(kind: type, data: Any) -> dict[str, Any]:
         raise RecordError(f"a {kind.__name__} is an object, got {type(data).__name__}")
     known = {f.name: f for f in fields(kind) if f.type in _TYPES}
     unknown = sorted(set(data) - set(known))
-    missing = sorted(name for name, f in known.items() if name not in data and f.default is MISSING and f.default_factory is MISSING)
+    missing = sorted(name for name, f in known.items()
+                     if name not in data and f.default is MISSING and f.default_factory is MISSING)
     if unknown or missing:
         raise RecordError(f"{kind.__name__}: {'unknown field ' + unknown[0] if unknown else 'no field ' + missing[0]}")
     for name, value in data.items():
         kind_name = known[name].type
-        if isinstance(value, bool) != (kind_name == "bool") or not isinstance(value, _TYPES[kind_name]):
+        if (isinstance(value, bool) != (kind_name == "bool") or not isinstance(value, _TYPES[kind_name])
+                or (kind_name == "list[str]" and not all(isinstance(item, str) for item in value))):
             raise RecordError(f"{kind.__name__}.{name}: expected {kind_name}, got {value!r}"[:300])
     if kind is TestRecord and data["status"] not in STATUSES:
         raise RecordError(f"TestRecord.status: {data['status']!r} is not one of {', '.join(STATUSES)}")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from grader import batch
 from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 from grader.problems import MODULES
 
-KIT = Path(__file__).resolve().parents[2]
 FAKE_GRADE = (sys.executable, str(Path(__file__).resolve().parent / "fixtures" / "fake_grade.py"))
 GRADING_FIELDS = {f.name for f in fields(GradingOptions)}
 

@@ -18,8 +18,8 @@ import pytest
 from grader import bundle
 from grader.cli import build_parser
 from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 
-KIT = Path(__file__).resolve().parents[2]
 GRADESCOPE_KEYS = {"score", "execution_time", "output", "tests"}
 
 

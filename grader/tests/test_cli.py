@@ -13,8 +13,8 @@ import torch
 
 from grader.cli import build_parser
 from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 
-KIT = Path(__file__).resolve().parents[2]
 
 
 def grader(*args: str, cwd: Path = KIT) -> subprocess.CompletedProcess:

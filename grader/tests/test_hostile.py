@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +19,9 @@ from grader.hostile.grading import Graded
 from grader.hostile.listener import Listener
 from grader.hostile.processes import left_behind
 from grader.hostile.watch import Watch
+from grader.paths import KIT_ROOT as KIT
 from grader.results import GradingResult, TestResult
 
-KIT = Path(__file__).resolve().parents[2]
 VALUES = {"MARKER": "kit-hostile-test", "PORT": "9", "CALL_SECONDS": "4"}
 
 

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from grader import batch, gradebook, grade as grading, plugin
-from grader.options import GradingOptions
 from grader.gradebook.records import GradebookError, combine, grading_of, read_record
+from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 from grader.results import GradingResult, TestResult, write_json_atomic
 
-KIT = Path(__file__).resolve().parents[2]
 FORCE_CUDA = "import torch\ntorch.cuda.is_available = lambda: True\n"
 
 
