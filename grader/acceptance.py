@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import mutants as mutant_catalog
-from .grade import KIT_ROOT, grade
+from .grade import grade
+from .paths import ASSIGNMENT, SOLUTIONS
 from .results import GradingResult
 
 PROBE = """import json, torch
@@ -116,8 +117,8 @@ def main(*, jobs: int = 2) -> int:
     if why:
         console.print(f"[red]grader selfcheck --gpu[/]: {why}")
         return 2
-    reference = grade(KIT_ROOT / "solutions", gpu="require", profile="ci", jobs=jobs)
-    stubs = grade(KIT_ROOT / "assignment", gpu="require", profile="ci", jobs=jobs)
+    reference = grade(SOLUTIONS, gpu="require", profile="ci", jobs=jobs)
+    stubs = grade(ASSIGNMENT, gpu="require", profile="ci", jobs=jobs)
     graded = [(m, _grade_mutant(m, jobs)) for m in mutant_catalog.load() if m.gpu]
     lines = verdicts(reference, stubs, graded)
     console.print(table(found, reference, lines))

@@ -22,7 +22,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .grade import KIT_ROOT
+from .options import GradingOptions
+from .paths import KIT_ROOT
 
 SCRIPTS = Path(__file__).resolve().parent / "gradescope"
 LEFT_OUT = ("tests", "bench", "cluster", "release", "__pycache__")  # folders of grader/ grading doesn't need
@@ -38,15 +39,18 @@ GRADESCOPE_MEMORY_MB, GRADESCOPE_SECONDS = 768, 600  # Gradescope's default cont
 WORKER_MEMORY_SHARE = 0.6  # of the container's memory: the worker's cap (the judge and grader take the rest)
 BUDGET_SHARE = 0.9  # of Gradescope's timeout: the per-submission budget (interpreter start-up and margin)
 STAMP = (2020, 1, 1, 0, 0, 0)
+GRADESCOPE = GradingOptions(memory_mb=int(WORKER_MEMORY_SHARE * GRADESCOPE_MEMORY_MB),
+                            budget_seconds=BUDGET_SHARE * GRADESCOPE_SECONDS)  # the bundle's defaults
 
 
 class BundleError(ValueError):
     """The bundle cannot be written (bad target, kit files missing)."""
 
 
-def _config(gpu: str, profile: str, torch: str, torch_index_url: str, memory_mb: int, budget_seconds: float) -> str:
-    values = {"KIT_GPU": gpu, "KIT_PROFILE": profile, "KIT_TORCH": torch, "KIT_TORCH_INDEX": torch_index_url,
-              "KIT_MEMORY_MB": str(memory_mb), "KIT_BUDGET_SECONDS": f"{budget_seconds:g}"}
+def _config(options: GradingOptions, torch: str, torch_index_url: str) -> str:
+    values = {"KIT_GPU": options.gpu, "KIT_PROFILE": options.profile, "KIT_TORCH": torch,
+              "KIT_TORCH_INDEX": torch_index_url, "KIT_MEMORY_MB": str(options.memory_mb),
+              "KIT_BUDGET_SECONDS": f"{options.budget_seconds:g}"}
     lines = ["# Written by `grader gradescope-bundle`; each value can be overridden by the environment."]
     lines += [f': "${{{key}={_quote(value)}}}"' for key, value in values.items()]
     return "\n".join(lines) + "\n"
@@ -78,13 +82,12 @@ def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fal
     bundle.writestr(info, data)
 
 
-def build(out: Path, *, gpu: str = "auto", profile: str = "grading", torch: str = TESTED_TORCH,
-          torch_index_url: str = CPU_TORCH_INDEX, memory_mb: int = int(WORKER_MEMORY_SHARE * GRADESCOPE_MEMORY_MB),
-          budget_seconds: float = BUDGET_SHARE * GRADESCOPE_SECONDS, kit: Path = KIT_ROOT) -> Path:
-    """Write the autograder zip to ``out``; returns it."""
+def build(out: Path, *, options: GradingOptions = GRADESCOPE, torch: str = TESTED_TORCH,
+          torch_index_url: str = CPU_TORCH_INDEX, kit: Path = KIT_ROOT) -> Path:
+    """Write the autograder zip, whose run_autograder grades with ``options``, to ``out``; returns it."""
     if out.suffix != ".zip":
         raise BundleError(f"{out}: the bundle is a .zip file")
-    config = _config(gpu, profile, torch, torch_index_url, memory_mb, budget_seconds)
+    config = _config(options, torch, torch_index_url)
     files = kit_files(kit)
     out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.name}.tmp")
@@ -101,13 +104,11 @@ def build(out: Path, *, gpu: str = "auto", profile: str = "grading", torch: str 
     return out
 
 
-def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = TESTED_TORCH,
-         torch_index_url: str = CPU_TORCH_INDEX, memory_mb: int = int(WORKER_MEMORY_SHARE * GRADESCOPE_MEMORY_MB),
-         budget_seconds: float = BUDGET_SHARE * GRADESCOPE_SECONDS) -> int:
+def main(out: str, *, options: GradingOptions = GRADESCOPE, torch: str = TESTED_TORCH,
+         torch_index_url: str = CPU_TORCH_INDEX) -> int:
     """Write the bundle; 0 when written, 2 when it could not be."""
     try:
-        path = build(Path(out), gpu=gpu, profile=profile, torch=torch, torch_index_url=torch_index_url,
-                     memory_mb=memory_mb, budget_seconds=budget_seconds)
+        path = build(Path(out), options=options, torch=torch, torch_index_url=torch_index_url)
     except (BundleError, OSError) as exc:
         print(f"grader gradescope-bundle: {exc}", file=sys.stderr)
         return 2
@@ -115,6 +116,7 @@ def main(out: str, *, gpu: str = "auto", profile: str = "grading", torch: str = 
         count = len(bundle.namelist())
     print(f"wrote {path} ({count} files, {path.stat().st_size >> 10} KiB): upload it as the Gradescope "
           f"autograder (Ubuntu 22.04 base image; Gradescope's default {GRADESCOPE_MEMORY_MB} MB and "
-          f"{GRADESCOPE_SECONDS // 60} minutes suffice with these settings, see README); GPU mode {gpu}, "
-          f"hypothesis profile {profile}, {torch}, worker memory {memory_mb} MB, budget {budget_seconds:g} s")
+          f"{GRADESCOPE_SECONDS // 60} minutes suffice with these settings, see README); GPU mode {options.gpu}, "
+          f"hypothesis profile {options.profile}, {torch}, worker memory {options.memory_mb} MB, "
+          f"budget {options.budget_seconds:g} s")
     return 0

@@ -1,7 +1,8 @@
 """The ``grader`` command: each subcommand forwards to one module's keyword-only ``main``.
 
-Defaults come from each ``main``'s own keyword defaults, so the command line and the Python
-API cannot disagree.
+Defaults come from each ``main``'s own keyword defaults, and the grading options' from
+``GradingOptions`` (built from the parsed arguments by ``GradingOptions.from_args``), so the
+command line and the Python API cannot disagree.
 """
 
 from __future__ import annotations
@@ -13,31 +14,32 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments
-from .results import GPU_MODES, NOT_RUN_MODES, VISIBILITIES
+from .options import GPU_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
+from .results import VISIBILITIES
 
 
 def _defaults(module: str) -> dict[str, Any]:
     return importlib.import_module(f"grader.{module}").main.__kwdefaults__ or {}
 
 
-def _grading_options(parser: argparse.ArgumentParser, defaults: dict[str, Any]) -> None:
-    parser.add_argument("--gpu", choices=GPU_MODES, default=defaults["gpu"],
+def _grading_options(parser: argparse.ArgumentParser, defaults: GradingOptions = GradingOptions()) -> None:
+    parser.add_argument("--gpu", choices=GPU_MODES, default=defaults.gpu,
                         help="auto: run GPU tests when CUDA is present (else 'not run', grade provisional); "
                              "require: fail fast without CUDA; off: never run them; only: run the GPU tests "
                              "alone, the others 'not run' (a class's GPU pass, merged by grader gradebook; "
                              "fails fast without CUDA)")
-    parser.add_argument("--seed", type=arguments.seed, default=defaults["seed"], help="hypothesis seed (reproducible grading)")
-    parser.add_argument("--problems", type=arguments.problems, default=defaults["problems"], help="only these, e.g. P1,P3")
-    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults["budget_seconds"],
+    parser.add_argument("--seed", type=arguments.seed, default=defaults.seed, help="hypothesis seed (reproducible grading)")
+    parser.add_argument("--problems", type=arguments.problems, default=defaults.problems, help="only these, e.g. P1,P3")
+    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults.budget_seconds,
                         help="time budget for one whole submission")
-    parser.add_argument("--call-seconds", type=arguments.seconds, default=defaults["call_seconds"],
+    parser.add_argument("--call-seconds", type=arguments.seconds, default=defaults.call_seconds,
                         help="wall-clock limit of one call into student code")
-    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"],
+    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults.memory_mb,
                         help="worker memory cap (a cgroup counting shared memory and tmpfs where the host gives one, "
                              "else watched)")
-    parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"],
+    parser.add_argument("--profile", choices=PROFILES, default=defaults.profile,
                         help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
-    parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults["not_run"],
+    parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults.not_run,
                         help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
                              "possible points) or zero (0 out of their points); never shown as failures")
     parser.add_argument("--isolation", choices=("auto", "require-strong"), default="auto",
@@ -58,12 +60,10 @@ def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--visibility", choices=VISIBILITIES, default=defaults["visibility"],
                         help="Gradescope visibility of the results and every test (e.g. after_due_date)")
     parser.add_argument("--verbose", action="store_true", help="print the isolation obtained in full")
-    _grading_options(parser, defaults)
+    _grading_options(parser)
     return lambda a: importlib.import_module("grader.grade").main(
-        a.submission, out=a.out, gpu=a.gpu, jobs=a.jobs, seed=a.seed, in_process=a.in_process,
-        budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        problems=a.problems, profile=a.profile, not_run=a.not_run, visibility=a.visibility, junit=a.junit,
-        verbose=a.verbose)
+        a.submission, options=GradingOptions.from_args(a), out=a.out, jobs=a.jobs, visibility=a.visibility,
+        junit=a.junit, verbose=a.verbose)
 
 
 def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -112,11 +112,10 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
     parser.add_argument("--only", type=arguments.students, default=defaults["only"], metavar="STUDENT[,STUDENT]",
                         help="regrade only these students, even if unchanged since graded (other results are kept)")
-    _grading_options(parser, defaults)
+    _grading_options(parser)
     return lambda a: importlib.import_module("grader.batch").main(
-        a.submissions, out=a.out, jobs=a.jobs, shard=a.shard, gpu=a.gpu, seed=a.seed, problems=a.problems,
-        profile=a.profile, budget_seconds=a.budget_seconds, call_seconds=a.call_seconds, memory_mb=a.memory_mb,
-        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, not_run=a.not_run, only=a.only)
+        a.submissions, options=GradingOptions.from_args(a), out=a.out, jobs=a.jobs, shard=a.shard,
+        timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, only=a.only)
 
 
 def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -145,21 +144,21 @@ def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("bundle")
+    grading = importlib.import_module("grader.bundle").GRADESCOPE
     parser = sub.add_parser("gradescope-bundle", help="write a Gradescope autograder zip grading through the judge")
     parser.add_argument("out", type=arguments.zip_file, help="the .zip to write")
-    parser.add_argument("--gpu", choices=("auto", "require", "off"), default=defaults["gpu"],
+    parser.add_argument("--gpu", choices=("auto", "require", "off"), default=grading.gpu,
                         help="GPU mode of run_autograder (Gradescope has no GPU: auto marks grades provisional)")
-    parser.add_argument("--profile", choices=("grading", "ci"), default=defaults["profile"], help="hypothesis profile")
+    parser.add_argument("--profile", choices=PROFILES, default=grading.profile, help="hypothesis profile")
     parser.add_argument("--torch", default=defaults["torch"], help="what setup.sh pip-installs for torch")
     parser.add_argument("--torch-index-url", default=defaults["torch_index_url"],
                         help="package index for torch ('' for PyPI's default)")
-    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults["memory_mb"],
+    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=grading.memory_mb,
                         help="worker memory cap (default: 60%% of Gradescope's 768 MB container)")
-    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults["budget_seconds"],
+    parser.add_argument("--budget-seconds", type=arguments.seconds, default=grading.budget_seconds,
                         help="per-submission budget, a hard wall (default: 90%% of Gradescope's 10 minutes)")
     return lambda a: importlib.import_module("grader.bundle").main(
-        a.out, gpu=a.gpu, profile=a.profile, torch=a.torch, torch_index_url=a.torch_index_url,
-        memory_mb=a.memory_mb, budget_seconds=a.budget_seconds)
+        a.out, options=GradingOptions.from_args(a, grading), torch=a.torch, torch_index_url=a.torch_index_url)
 
 
 def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:

@@ -13,22 +13,23 @@ problems score 0 (``BUDGET_MESSAGE``).
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from .options import GradingOptions
+from .paths import HIDDEN, kit_pythonpath
 from .problems import PROBLEMS
-from .results import NOT_JUDGED, GradingResult, TestResult, write_atomic, write_json_atomic
+from .record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
+from .results import GradingResult, TestResult, write_atomic, write_json_atomic
 from .submission import SubmissionError, stage
 
-HIDDEN = Path(__file__).resolve().parent / "hidden"
-KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
 BUDGET_MESSAGE = "not run: this submission used up its time budget"
@@ -53,18 +54,22 @@ def _judge_budget(left: float, call_seconds: float) -> float:
     return max(1.0, left - max(JUDGE_RESERVE[0] + call_seconds, JUDGE_RESERVE[1] * left))
 
 
-def _judge_command(files: list[Path], package: Path, outcomes: Path, options: dict) -> list[str]:
-    command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.plugin", "-q", "--assert=plain",
-               "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
-               "--submission", str(package), "--outcomes", str(outcomes), "--gpu", options["gpu"],
-               "--call-seconds", str(options["call_seconds"]),
-               "--budget-seconds", str(_judge_budget(options["deadline"] - time.monotonic(), options["call_seconds"])),
-               "--memory-mb", str(options["memory_mb"]), "--hypothesis-profile", options["profile"],
-               "--hypothesis-seed", str(options["seed"])]
-    for path in options["masks"]:
-        command += ["--mask", str(path)]
-    return command + (["--in-process"] if options["in_process"] else []) + (
-        ["--first-failure"] if options["first_failure"] else [])
+@dataclass(frozen=True)
+class _Run:
+    """One grading's judge sessions: their options, the wall they end by, the paths their workers must not see."""
+
+    options: GradingOptions
+    deadline: float
+    masks: tuple[Path, ...]
+
+    def command(self, files: list[Path], package: Path, outcomes: Path) -> list[str]:
+        budget = _judge_budget(self.deadline - time.monotonic(), self.options.call_seconds)
+        command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.plugin", "-q", "--assert=plain",
+                   "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
+                   "--submission", str(package), "--outcomes", str(outcomes), *self.options.judge_argv(budget)]
+        for path in self.masks:
+            command += ["--mask", str(path)]
+        return command
 
 
 def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
@@ -85,31 +90,31 @@ def _problems_of(files: list[Path]) -> list[str]:
     return [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
 
 
-def _whole_problem(key: str, name: str, status: str, message: str, **extra: str) -> dict:
-    """One outcome standing for a whole problem that was not judged test by test (all its points, 0 scored)."""
-    return dict(problem=key, module=PROBLEMS[key].module, name=name, points=float(PROBLEMS[key].points),
-                status=status, message=message, **extra)
+def _whole_problem(key: str, name: str, status: str, message: str, nodeid: str = "") -> TestRecord:
+    """One record standing for a whole problem that was not judged test by test (all its points, 0 scored)."""
+    return TestRecord(problem=key, module=PROBLEMS[key].module, name=name, points=float(PROBLEMS[key].points),
+                      status=status, message=message, nodeid=nodeid)
 
 
-def _over_budget(files: list[Path]) -> dict:
-    """The outcomes of a judge session stopped at the budget wall: each of its problems failed, 0 points."""
-    return {"outcomes": [_whole_problem(key, "(whole problem)", "failed", BUDGET_MESSAGE, nodeid=f"{key}::budget")
-                         for key in _problems_of(files)]}
+def _over_budget(files: list[Path]) -> JudgeReport:
+    """The report of a judge session stopped at the budget wall: each of its problems failed, 0 points."""
+    return JudgeReport(complete=False, tests=[_whole_problem(key, "(whole problem)", "failed", BUDGET_MESSAGE,
+                                                             nodeid=f"{key}::budget") for key in _problems_of(files)])
 
 
-def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options: dict) -> list[dict]:
+def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Run) -> list[JudgeReport]:
     """Run one judge session per group, all at once, until the budget wall; returns each session's
     report (fail closed: see ``_session_report``)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = kit_pythonpath()
     sessions = []
     for index, files in enumerate(groups):
         outcomes, log = workdir / f"outcomes-{index}.json", workdir / f"judge-{index}.log"
         with open(log, "wb") as stream:
-            process = subprocess.Popen(_judge_command(files, package, outcomes, options), stdout=stream,
+            process = subprocess.Popen(run.command(files, package, outcomes), stdout=stream,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
         sessions.append((process, files, outcomes, log))
     try:
-        stopped = _stop_at([process for process, *_ in sessions], options["deadline"])
+        stopped = _stop_at([process for process, *_ in sessions], run.deadline)
     finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call
         for process, *_ in sessions:
             if process.poll() is None:
@@ -119,29 +124,27 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, options:
             for index, (process, files, outcomes, log) in enumerate(sessions)]
 
 
-def _session_report(exit_code: int, files: list[Path], outcomes: Path, log: Path) -> dict:
-    """A judge session's outcomes, taken only when it ended normally (exit 0 or 1 and a complete
-    outcomes file in which every test was judged). Otherwise every problem of the session is an
+def _session_report(exit_code: int, files: list[Path], outcomes: Path, log: Path) -> JudgeReport:
+    """A judge session's report, taken only when it ended normally (exit 0 or 1 and a complete
+    report in which every test was judged). Otherwise every problem of the session is an
     error: nothing it recorded earns points, whatever stopped it (a signal, a crash, a kill)."""
     try:
-        data = json.loads(outcomes.read_text())
-        complete = (exit_code in (0, 1) and isinstance(data, dict) and data.get("complete") is True
-                    and all(o["status"] in ("passed", "failed", "not_run") for o in data["outcomes"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        data, complete = {}, False
-    if complete:
-        return data
+        report: JudgeReport | None = JudgeReport.from_json(outcomes.read_text())
+        unreadable = ""
+    except (OSError, RecordError) as exc:
+        report, unreadable = None, f"; its report was unreadable: {exc}" if isinstance(exc, RecordError) else ""
+    if exit_code in (0, 1) and report and report.complete and all(t.status in JUDGED for t in report.tests):
+        return report
     how = f"killed by signal {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exit status {exit_code}"
     tail = " | ".join(line.strip() for line in log.read_text(errors="replace").splitlines()[-3:] if line.strip())
-    reason = f"a judge session ended abnormally ({how}){': ' + tail[-300:] if tail else ''}"
+    reason = f"a judge session ended abnormally ({how}{unreadable}){': ' + tail[-300:] if tail else ''}"
     problems = _problems_of(files)
-    tests = [{**o, "status": "error", "message": NOT_JUDGED} for o in (data.get("outcomes") or [])
-             if isinstance(o, dict)] if isinstance(data, dict) else []
-    judged = {t["problem"] for t in tests}
+    tests = [replace(t, status="error", message=NOT_JUDGED) for t in (report.tests if report else [])]
+    judged = {t.problem for t in tests}
     tests += [_whole_problem(key, f"{PROBLEMS[key].title} (not graded)", "error", NOT_JUDGED)
               for key in problems if key not in judged]
-    return {"outcomes": tests, "isolation": data.get("isolation", {}) if isinstance(data, dict) else {},
-            "import_error": "", "failed": f"grading of {', '.join(problems)} failed, regrade: {reason}"}
+    return JudgeReport(complete=False, tests=tests, isolation=report.isolation if report else {},
+                       failed=f"grading of {', '.join(problems)} failed, regrade: {reason}")
 
 
 def _split(files: list[Path], jobs: int) -> list[list[Path]]:
@@ -149,23 +152,24 @@ def _split(files: list[Path], jobs: int) -> list[list[Path]]:
     return [group for group in groups if group]
 
 
-def _notes(reports: list[dict], tests: list[TestResult]) -> tuple[str, ...]:
+def _notes(reports: list[JudgeReport], tests: list[TestResult]) -> tuple[str, ...]:
     notes = set()
     late = sorted({t.problem for t in tests if "time budget" in t.message})  # BUDGET_MESSAGE, or the judges' own
     if late:
         notes.add(f"{', '.join(late)} used up {'its' if len(late) == 1 else 'their'} share of the time budget; "
                   "the tests not judged by then were not run.")
     for report in reports:
-        if report.get("import_error"):
-            notes.add(f"Importing your package failed: {report['import_error']}")
+        if report.import_error:
+            notes.add(f"Importing your package failed: {report.import_error}")
     return tuple(sorted(notes))
 
 
-def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int = 0, in_process: bool = False,
-          budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
-          problems: list[str] | None = None, profile: str = "grading", masks: tuple[Path, ...] = (),
-          hidden: Path = HIDDEN, started: float | None = None, first_failure: bool = False) -> GradingResult:
-    """Grade one submission within ``budget_seconds`` of ``started`` (default: now), start-up included.
+def grade(submission: str | Path, options: GradingOptions | None = None, *, jobs: int = 1,
+          masks: tuple[Path, ...] = (), hidden: Path = HIDDEN, started: float | None = None,
+          **changes: Any) -> GradingResult:
+    """Grade one submission with ``options`` (default: the kit's), each field named in ``changes``
+    replaced (``grade(path, problems=["P1"], profile="ci")``), within its budget of ``started``
+    (default: now), start-up included; ``jobs`` judge sessions at once.
 
     ``first_failure`` stops each judge at its first failed test (the rest are "not run"): for
     mutation verdicts, which only ask whether anything failed.
@@ -173,36 +177,35 @@ def grade(submission: str | Path, *, gpu: str = "auto", jobs: int = 1, seed: int
     Raises SubmissionError when the submission cannot be read, GradingError on bad options.
     """
     started = time.monotonic() if started is None else started
-    if gpu in ("require", "only"):
+    try:
+        options = replace(options or GradingOptions(), **changes)
+    except (TypeError, ValueError) as exc:
+        raise GradingError(str(exc)) from None
+    if options.gpu in ("require", "only"):
         import torch
 
         if not torch.cuda.is_available():
-            raise GradingError(f"--gpu {gpu}: no CUDA device is available on this machine")
-    files = hidden_suites(problems, hidden)
+            raise GradingError(f"--gpu {options.gpu}: no CUDA device is available on this machine")
+    files = hidden_suites(list(options.problems) if options.problems else None, hidden)
     if not files:
-        raise GradingError(f"no hidden suites found for {problems or 'any problem'} in {hidden}")
+        raise GradingError(f"no hidden suites found for {options.problems or 'any problem'} in {hidden}")
     workdir = Path(tempfile.mkdtemp(prefix="kit-judge-"))
     try:
         package = stage(submission, workdir / "staged")
-        options = dict(gpu=gpu, seed=seed, in_process=in_process, deadline=started + budget_seconds - REPORT_SECONDS,
-                       call_seconds=call_seconds, memory_mb=memory_mb, profile=profile, first_failure=first_failure,
-                       masks=[*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir])
-        reports = _run_judges(_split(files, jobs), package, workdir, options)
+        run = _Run(options, deadline=started + options.budget_seconds - REPORT_SECONDS,
+                   masks=(*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir))
+        reports = _run_judges(_split(files, jobs), package, workdir, run)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    tests = [TestResult(**outcome) for report in reports for outcome in report["outcomes"]]
-    isolation = next((r["isolation"] for r in reports if r.get("isolation")), {})
-    failures = "; ".join(r["failed"] for r in reports if r.get("failed"))
-    graded_with = dict(gpu=gpu, seed=seed, profile=profile, budget_seconds=budget_seconds, call_seconds=call_seconds,
-                       memory_mb=memory_mb, problems=sorted(problems) if problems else None)
+    tests = [TestResult.from_record(record) for report in reports for record in report.tests]
+    isolation = next((r.isolation for r in reports if r.isolation), {})
+    failures = "; ".join(r.failed for r in reports if r.failed)
     return GradingResult(tests=tuple(tests), submission=str(submission), isolation=isolation,
                          execution_time=time.monotonic() - started, notes=_notes(reports, tests), error=failures,
-                         options=graded_with)
+                         options=options.graded_with())
 
 
-def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: int = 1, seed: int = 0,
-         in_process: bool = False, budget_seconds: float = 900.0, call_seconds: float = 30.0, memory_mb: int = 4096,
-         problems: list[str] | None = None, profile: str = "grading", not_run: str = "exclude",
+def main(submission: str, *, options: GradingOptions = GradingOptions(), out: Path | None = None, jobs: int = 1,
          visibility: str = "visible", junit: Path | None = None, verbose: bool = False) -> int:
     """Grade, write results.json (and JUnit XML), print the table; 0 when grading completed, 2 when it could not."""
     from rich.console import Console
@@ -213,17 +216,14 @@ def main(submission: str, *, out: Path | None = None, gpu: str = "auto", jobs: i
     console = Console(stderr=True)
     try:
         with console.status(f"grading {submission} ({jobs} judge session{'s' if jobs > 1 else ''})..."):
-            result = grade(submission, gpu=gpu, jobs=jobs, seed=seed, in_process=in_process,
-                           budget_seconds=budget_seconds, call_seconds=call_seconds, memory_mb=memory_mb,
-                           problems=problems, profile=profile, masks=(out.resolve(),) if out else (),
-                           started=started)
+            result = grade(submission, options, jobs=jobs, masks=(out.resolve(),) if out else (), started=started)
     except (SubmissionError, GradingError) as exc:
         result = GradingResult.failed(str(submission), str(exc), time.monotonic() - started)
-        _write(result, out, junit, not_run, visibility)
+        _write(result, out, junit, options.not_run, visibility)
         print(f"grader grade: cannot grade {submission}: {exc}", file=sys.stderr)
         return 2
     print_result(result, verbose=verbose)
-    _write(result, out, junit, not_run, visibility)
+    _write(result, out, junit, options.not_run, visibility)
     if result.error:
         print(f"grader grade: {result.error}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ marks GPU tests "not run" where no GPU is used (and, with ``--gpu only``, every 
 the CPU pass grades those), and records one plain outcome per test.
 Messages keep only the assertion text (never hidden-suite source or tracebacks). A failed
 test's message starts with the known mistakes its recorded behaviour reproduces, if any
-(``grader.diagnosis``; ``Outcome.mistakes``).
+(``grader.diagnosis``; ``TestRecord.mistakes``). The outcomes file is a ``grader.record.JudgeReport``.
 
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
 only when the judge saw its call pass; the outcomes file says whether the session ended
@@ -19,50 +19,34 @@ start after it fail, not run, with "P1 used up its time budget".
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
 
 from . import session
 from .budget import Budget
-from .results import GPU_MODES, NOT_JUDGED
+from .options import GPU_MODES, GradingOptions
+from .record import NOT_JUDGED, JudgeReport, TestRecord
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
 STOPPED = "not run: grading stopped at the first failed test"
 SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
-
-
-@dataclass
-class Outcome:
-    """One hidden test's result, as the judge records it."""
-
-    nodeid: str
-    problem: str
-    module: str
-    name: str
-    points: float
-    status: str  # "passed" | "failed" | "not_run" | "error" (not judged)
-    message: str
-    duration: float
-    gpu: bool
-    mistakes: list[str] = field(default_factory=list)  # ids of the known mistakes the failure reproduces
+DEFAULTS = GradingOptions()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "hidden-suite judge")
     group.addoption("--submission", help="staged submission package folder")
     group.addoption("--in-process", action="store_true", help="UNSAFE: run student code in the judge (debugging)")
-    group.addoption("--gpu", choices=GPU_MODES, default="auto")
-    group.addoption("--call-seconds", type=float, default=session.DEFAULT_CALL_SECONDS)
+    group.addoption("--gpu", choices=GPU_MODES, default=DEFAULTS.gpu)
+    group.addoption("--call-seconds", type=float, default=DEFAULTS.call_seconds)
     group.addoption("--budget-seconds", type=float, default=None, help="time budget for the whole submission")
-    group.addoption("--memory-mb", type=int, default=4096, help="worker memory cap (resident)")
+    group.addoption("--memory-mb", type=int, default=DEFAULTS.memory_mb, help="worker memory cap (resident)")
     group.addoption("--outcomes", help="write outcomes (JSON) here")
     group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
     group.addoption("--first-failure", action="store_true",
@@ -138,7 +122,7 @@ class Recorder:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.outcomes: dict[str, Outcome] = {}
+        self.outcomes: dict[str, TestRecord] = {}
         self.submission: session.Submission | None = None
         self.diagnoser = None  # a grader.diagnosis.Diagnoser, made at the first failure
         self.diagnosis_spent = 0.0
@@ -172,7 +156,7 @@ class Recorder:
         for item in items:
             problem, module = problem_of(item)
             doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
-            self.outcomes[item.nodeid] = Outcome(
+            self.outcomes[item.nodeid] = TestRecord(
                 nodeid=item.nodeid, problem=problem, module=module, name=doc[0] if doc else item.name,
                 points=points_of(item), status="error", message=NOT_JUDGED, duration=0.0,
                 gpu=item.get_closest_marker("gpu") is not None)
@@ -219,7 +203,7 @@ class Recorder:
         if report.when == "teardown" and self.submission is not None:
             self.submission.recording = session.Recording()  # the next test records afresh
 
-    def _diagnose(self, outcome: Outcome) -> None:
+    def _diagnose(self, outcome: TestRecord) -> None:
         """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.diagnosis``);
         not for mutation verdicts (``--first-failure``), which only ask whether anything failed."""
         if self.submission is None or self.config.getoption("--first-failure"):
@@ -245,9 +229,9 @@ class Recorder:
                 for outcome in self.outcomes.values():
                     if outcome.status == "error" and outcome.message == NOT_JUDGED:
                         outcome.status, outcome.message = "not_run", STOPPED
-            data = {"complete": complete and not session.shouldstop and (stopped or not session.shouldfail),
-                    "exitstatus": int(exitstatus), "outcomes": [asdict(o) for o in self.outcomes.values()],
-                    "isolation": getattr(self, "isolation", {}), "gpu_used": self.use_gpu,
-                    "import_error": getattr(self, "import_error", ""),
-                    "collection_errors": session.testsfailed if not self.outcomes else 0}
-            Path(path).write_text(json.dumps(data, indent=1))
+            report = JudgeReport(
+                complete=complete and not session.shouldstop and (stopped or not session.shouldfail),
+                exitstatus=int(exitstatus), tests=list(self.outcomes.values()), isolation=getattr(self, "isolation", {}),
+                gpu_used=self.use_gpu, import_error=getattr(self, "import_error", ""),
+                collection_errors=session.testsfailed if not self.outcomes else 0)
+            Path(path).write_text(report.to_json())

@@ -22,13 +22,10 @@ from typing import Any
 
 from . import __version__
 from .problems import PROBLEMS
+from .record import TestRecord
 
-STATUSES = ("passed", "failed", "not_run", "error")  # error: the grader failed on this test (regrade)
-NOT_RUN_MODES = ("exclude", "zero")
-GPU_MODES = ("auto", "require", "off", "only")  # only: the GPU tests alone (a class's GPU pass)
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 FAILED_ENTRY = "Autograder failed"
-NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"  # until the judge sees it
 ERROR_OUTPUT = "grading failed, regrade: the grader could not judge this test; your instructor has the details."
 SCHEMA = Path(__file__).resolve().parent / "results.schema.json"
 FILE_MODE = 0o640  # results and gradebooks: the owner writes, the course group reads
@@ -41,7 +38,7 @@ class TestResult:
     module: str  # "memory"
     name: str  # what students read
     points: float
-    status: str  # one of STATUSES
+    status: str  # one of grader.record.STATUSES
     message: str = ""
     duration: float = 0.0
     gpu: bool = False
@@ -49,7 +46,14 @@ class TestResult:
     mistakes: tuple[str, ...] = ()  # ids of the known mistakes the failure reproduces (grader.diagnosis)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mistakes", tuple(self.mistakes))  # a judge's outcomes file holds a list
+        object.__setattr__(self, "mistakes", tuple(self.mistakes))  # a list is accepted
+
+    @classmethod
+    def from_record(cls, record: TestRecord) -> TestResult:
+        """The result a judge recorded in ``record``."""
+        return cls(problem=record.problem, module=record.module, name=record.name, points=float(record.points),
+                   status=record.status, message=record.message, duration=float(record.duration), gpu=record.gpu,
+                   nodeid=record.nodeid, mistakes=tuple(record.mistakes))
 
     @property
     def score(self) -> float:

@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import mutants as mutant_catalog
-from .grade import HIDDEN, KIT_ROOT, grade
+from .grade import grade
+from .paths import ASSIGNMENT, HIDDEN, KIT_ROOT, SOLUTIONS
 from .problems import MODULES, PROBLEMS
 from .results import GradingResult
 
@@ -64,7 +65,7 @@ def _graded(result: GradingResult) -> dict[str, float]:
 
 
 def check_reference(jobs: int) -> tuple[bool, GradingResult]:
-    result = grade(KIT_ROOT / "solutions", jobs=jobs, profile="ci")
+    result = grade(SOLUTIONS, jobs=jobs, profile="ci")
     runnable = result.max_score - sum(p.not_run for p in result.problems().values())
     ok = not result.error and result.score == runnable and result.max_score == sum(p.points for p in PROBLEMS.values())
     failing = [f"{t.problem} {t.name}: {t.message}" for t in result.tests if t.status == "failed"]
@@ -78,8 +79,8 @@ def check_reference(jobs: int) -> tuple[bool, GradingResult]:
 def check_stubs(jobs: int) -> bool:
     from .stubs import stale_stubs
 
-    stale = stale_stubs(KIT_ROOT / "solutions", KIT_ROOT / "assignment")
-    result = grade(KIT_ROOT / "assignment", jobs=jobs, profile="ci")
+    stale = stale_stubs(SOLUTIONS, ASSIGNMENT)
+    result = grade(ASSIGNMENT, jobs=jobs, profile="ci")
     ok = not stale and result.score == 0 and not result.error
     console.print(f"[{'green' if ok else 'red'}]stubs[/]: {result.score:g} / {result.max_score:g}"
                   + (f"; stale: {', '.join(stale)} (run grader stubs)" if stale else "")

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .paths import ASSIGNMENT, KIT_ROOT, SOLUTIONS
+
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 
@@ -124,12 +126,9 @@ def sections(solutions_dir: Path) -> set[str]:
             if region.in_function and region.owner is not None}
 
 
-KIT_ROOT = Path(__file__).resolve().parents[1]
-
-
 def main(*, check: bool = False) -> int:
     """``grader stubs``: rewrite assignment/ from solutions/, or with ``check`` report staleness."""
-    solutions, assignment = KIT_ROOT / "solutions", KIT_ROOT / "assignment"
+    solutions, assignment = SOLUTIONS, ASSIGNMENT
     if check:
         stale = stale_stubs(solutions, assignment)
         for name in stale:

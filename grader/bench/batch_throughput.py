@@ -30,7 +30,7 @@ from pathlib import Path
 
 from grader import batch
 from grader.bench.cputime import TreeCPU
-from grader.grade import KIT_ROOT
+from grader.paths import KIT_ROOT
 
 
 def make_class(source: Path, copies: int, dest: Path) -> Path:
@@ -54,8 +54,9 @@ class Run:
 def measure(tree: TreeCPU, folder: Path, out: Path, jobs: int, problems: list[str] | None,
             command: tuple[str, ...], gpu: str = "off", profile: str = "ci") -> Run:
     """Grade the class with ``grader batch`` in a process of its own, its whole tree counted by ``tree``."""
-    call = (f"import sys; from grader import batch; sys.exit(batch.main({str(folder)!r}, out={str(out)!r}, "
-            f"jobs={jobs}, gpu={gpu!r}, profile={profile!r}, problems={problems!r}, grade_command={command!r}))")
+    call = (f"import sys; from grader import batch; from grader.options import GradingOptions; "
+            f"sys.exit(batch.main({str(folder)!r}, out={str(out)!r}, jobs={jobs}, grade_command={command!r}, "
+            f"options=GradingOptions(gpu={gpu!r}, profile={profile!r}, problems={problems!r})))")
     started, cpu = time.perf_counter(), tree.used()
     code = tree.popen([sys.executable, "-c", call], cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
                       stderr=subprocess.DEVNULL).wait()

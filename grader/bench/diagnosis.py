@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grade import KIT_ROOT, grade
+from grader.grade import grade
+from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
 from grader.submission import stage
 

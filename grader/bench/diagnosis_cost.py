@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.grade import KIT_ROOT
+from grader.paths import KIT_ROOT
 from grader.submission import stage
 
 MISTAKES = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes"

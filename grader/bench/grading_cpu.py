@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from grader.bench.cputime import TreeCPU
-from grader.grade import KIT_ROOT
+from grader.paths import KIT_ROOT
 
 KINDS = ("grade command", "judge (pytest)", "bubblewrap", "worker", "other")
 

@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grade import KIT_ROOT
+from grader.paths import KIT_ROOT
 from grader.results import GradingResult
 
 PYENV = Path.home() / ".pyenv" / "versions"

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.grade import KIT_ROOT
+from grader.paths import KIT_ROOT
 
 
 def export(revision: str, dest: Path) -> Path:

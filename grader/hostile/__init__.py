@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..catalog import read_toml
+from ..paths import ASSIGNMENT as STUBS
+from ..paths import SOLUTIONS
 from ..problems import PROBLEMS
 from ..submission import stage
 
 CATALOG = Path(__file__).parent / "attacks.toml"
 FILES = Path(__file__).parent / "files"
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
-STUBS = SOLUTIONS.parent / "assignment"
 EXPECTATIONS = ("reference", "wrong", "raises", "import-fails", "budget", "sabotaged")
 
 

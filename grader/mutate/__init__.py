@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..grade import KIT_ROOT
+from ..paths import KIT_ROOT
 from ..problems import PROBLEMS
 from . import equivalent as equivalent_list
 

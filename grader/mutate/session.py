@@ -32,7 +32,8 @@ from cosmic_ray.config import ConfigDict, serialize_config
 from cosmic_ray.work_db import use_db
 from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
-from ..grade import KIT_ROOT, hidden_suites
+from ..grade import hidden_suites
+from ..paths import KIT_ROOT
 from ..problems import PROBLEMS
 from ..submission import stage
 from .regions import Eligibility, Identity, identities

@@ -10,13 +10,16 @@ import json
 import shutil
 import sys
 import zipfile
+from dataclasses import fields
 from pathlib import Path
 
 from grader import batch
+from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 from grader.problems import MODULES
 
-KIT = Path(__file__).resolve().parents[2]
 FAKE_GRADE = (sys.executable, str(Path(__file__).resolve().parent / "fixtures" / "fake_grade.py"))
+GRADING_FIELDS = {f.name for f in fields(GradingOptions)}
 
 
 def package(source: Path, dest: Path, nested: bool = True, edit: dict[str, str] | None = None) -> Path:
@@ -64,9 +67,12 @@ def make_class(root: Path, references: int = 12, stubs: int = 8) -> Path:
     return root
 
 
-def grade_class(folder: Path, out: Path, **options) -> int:
-    options = {"jobs": 2, "gpu": "off", "timeout_seconds": 60.0, "grade_command": FAKE_GRADE, **options}
-    return batch.main(str(folder), out=out, **options)
+def grade_class(folder: Path, out: Path, **settings) -> int:
+    """``grader batch`` with the fake grader, two at a time, no GPU; ``settings`` are batch.main's arguments
+    and GradingOptions fields."""
+    grading = {name: settings.pop(name) for name in [*settings] if name in GRADING_FIELDS}
+    settings = {"jobs": 2, "timeout_seconds": 60.0, "grade_command": FAKE_GRADE, **settings}
+    return batch.main(str(folder), out=out, options=GradingOptions(**{"gpu": "off", **grading}), **settings)
 
 
 def results(out: Path) -> dict[str, dict]:

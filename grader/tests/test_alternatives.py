@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.grade import KIT_ROOT, grade
+from grader.grade import grade
+from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
 from grader.submission import stage
 

@@ -14,10 +14,10 @@ import pytest
 
 from grader.grade import hidden_suites
 from grader.hostile import edit
+from grader.paths import KIT_ROOT as KIT
 from grader.problems import MODULES, PROBLEMS
 from grader.results import GradingResult
 
-KIT = Path(__file__).resolve().parents[2]
 GRADED = next((key for key in PROBLEMS if hidden_suites([key])), None)
 
 

@@ -23,7 +23,8 @@ import pytest
 import torch
 from _classroom import FAKE_GRADE, KIT, grade_class, make_class, package, results
 
-from grader import batch, gradebook
+from grader import batch, batch_judge, gradebook
+from grader.options import GradingOptions
 from grader.problems import PROBLEMS
 from grader.cli import UsageError, build_parser
 
@@ -118,8 +119,9 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
     for i in range(10):
         package(KIT / "solutions", folder / f"s{i:02d}")
     out = tmp_path / "out"
-    script = (f"import sys; from grader.batch import main; "
-              f"sys.exit(main({str(folder)!r}, out={str(out)!r}, jobs=2, gpu='off', grade_command={FAKE_GRADE!r}))")
+    script = (f"import sys; from grader.batch import main; from grader.options import GradingOptions; "
+              f"sys.exit(main({str(folder)!r}, out={str(out)!r}, jobs=2, options=GradingOptions(gpu='off'), "
+              f"grade_command={FAKE_GRADE!r}))")
     env = {**os.environ, "FAKE_GRADE_SECONDS": "1.5", "PYTHONPATH": str(KIT)}
     # A background job of a shell ignores SIGINT and its children inherit that: restore it, as a terminal has it.
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=KIT, start_new_session=True,
@@ -228,7 +230,7 @@ def test_only_regrades_the_named_students_and_keeps_the_rest(tmp_path, monkeypat
 # -- nothing stops the batch ---------------------------------------------------------------------
 
 def test_every_kind_of_breakage_is_an_error_row_and_the_batch_goes_on(tmp_path, monkeypatch):
-    monkeypatch.setattr(batch, "GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(batch_judge, "GRACE_SECONDS", 0.5)
     folder = tmp_path / "class"
     package(KIT / "solutions", folder / "alice")
     package(KIT / "solutions", folder / "hang", edit={"memory": "# FAKE_HANG"})
@@ -293,7 +295,7 @@ def test_cli_defaults_are_the_python_defaults_and_bad_input_is_refused(tmp_path,
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_gpu_require_refuses_to_start_without_cuda(tmp_path, capsys):
     (tmp_path / "class" / "alice").mkdir(parents=True)
-    assert batch.main(str(tmp_path / "class"), out=tmp_path / "out", gpu="require") == 2
+    assert batch.main(str(tmp_path / "class"), out=tmp_path / "out", options=GradingOptions(gpu="require")) == 2
     assert "no CUDA device" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from grader.cli import build_parser
+from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 
-KIT = Path(__file__).resolve().parents[2]
 
 
 def grader(*args: str, cwd: Path = KIT) -> subprocess.CompletedProcess:
@@ -114,7 +115,19 @@ def test_bad_argument_of_every_command_is_refused_on_one_line(tmp_path, argv, re
 def test_cli_defaults_are_the_python_defaults():
     from grader import grade
 
+    for command in (["grade", "x"], ["batch", "x", "--out", "o"]):
+        args = build_parser().parse_args(command)
+        assert GradingOptions.from_args(args) == GradingOptions(), command
     args = build_parser().parse_args(["grade", "x"])
     for name, default in grade.main.__kwdefaults__.items():
         if hasattr(args, name):
             assert getattr(args, name) == default, name
+
+
+@pytest.mark.parametrize("options", [GradingOptions(), GradingOptions(
+    gpu="off", seed=7, problems=("P3", "P1"), profile="ci", budget_seconds=60.5, call_seconds=5.0, memory_mb=512,
+    not_run="zero", in_process=True)])
+def test_the_grade_command_line_options_write_is_the_one_it_reads(options):
+    """batch and the attack check run ``grader grade`` with ``to_argv``: the CLI reads back the very same options."""
+    args = build_parser().parse_args(["grade", "x", *options.to_argv()])
+    assert GradingOptions.from_args(args) == options

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 from grader import show
-from grader.grade import KIT_ROOT, main
+from grader.grade import main
+from grader.options import GradingOptions
+from grader.paths import KIT_ROOT
 from grader.submission import stage
 from grader.tests.test_results import validate
 
@@ -15,7 +17,7 @@ MISTAKE = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_mu
 
 
 def graded(submission: Path, out: Path) -> dict:
-    assert main(str(submission), out=out, gpu="off", problems=["P4"], profile="ci") == 0
+    assert main(str(submission), out=out, options=GradingOptions(gpu="off", problems=("P4",), profile="ci")) == 0
     data = json.loads(out.read_text())
     assert validate(data) == []
     return data

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from grader.grade import grade
+from grader.paths import KIT_ROOT as KIT
 
-KIT = Path(__file__).resolve().parents[2]
 SUITES = Path(__file__).parent / "fixtures" / "interrupted"
 NAP = "\n\ndef nap(seconds):\n    import time\n    time.sleep(seconds)\n"
 

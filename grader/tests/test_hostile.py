@@ -9,15 +9,19 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from grader import hostile
 from grader.hostile import check
+from grader.hostile.facts import leak_fact, points_fact
+from grader.hostile.grading import Graded
+from grader.hostile.listener import Listener
+from grader.hostile.processes import left_behind
+from grader.hostile.watch import Watch
+from grader.paths import KIT_ROOT as KIT
 from grader.results import GradingResult, TestResult
 
-KIT = Path(__file__).resolve().parents[2]
 VALUES = {"MARKER": "kit-hostile-test", "PORT": "9", "CALL_SECONDS": "4"}
 
 
@@ -55,7 +59,7 @@ def test_there_is_a_quick_subset_of_every_kind():
 def test_watch_sees_new_changed_and_removed_files(tmp_path):
     (tmp_path / "kept.txt").write_text("a")
     (tmp_path / "gone.txt").write_text("b")
-    watch = check.Watch([(tmp_path, None, frozenset())], shared=(), marker="m")
+    watch = Watch([(tmp_path, None, frozenset())], shared=(), marker="m")
     watch.start()
     (tmp_path / "kept.txt").write_text("changed")
     (tmp_path / "gone.txt").unlink()
@@ -66,7 +70,7 @@ def test_watch_sees_new_changed_and_removed_files(tmp_path):
 
 
 def test_listener_sees_a_connection():
-    listener = check.Listener("kit-hostile-test-listener")
+    listener = Listener("kit-hostile-test-listener")
     try:
         assert listener.contacted() == []
         socket.create_connection(("127.0.0.1", listener.port), timeout=2).close()
@@ -80,19 +84,19 @@ def test_processes_left_behind_are_found():
     tag = f"kit-hostile-test-{os.getpid()}"
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", tag])
     try:
-        assert any(str(sleeper.pid) in line for line in check._left_behind([tag]))
+        assert any(str(sleeper.pid) in line for line in left_behind([tag]))
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert not check._left_behind([tag])
+    assert not left_behind([tag])
 
 
-def _graded(statuses: dict[str, str], score: float, text: str = "") -> check.Graded:
+def _graded(statuses: dict[str, str], score: float, text: str = "") -> Graded:
     tests = tuple(TestResult(problem="P1", module="memory", name=n, points=1.0, status=s, nodeid=n)
                   for n, s in statuses.items())
     data = GradingResult(tests=tests).to_gradescope_dict()
     data["score"] = score
-    return check.Graded(0, 1.0, data, text, "", "")
+    return Graded(0, 1.0, data, text, "", "")
 
 
 def test_points_gained_or_lost_are_found():
@@ -100,16 +104,16 @@ def test_points_gained_or_lost_are_found():
     control = _graded({"t::a": "passed", "t::b": "failed"}, 1)
     gained = _graded({"t::a": "passed", "t::b": "passed"}, 2)
     lost = _graded({"t::a": "failed", "t::b": "failed"}, 0)
-    assert check._points_fact(attack, control, control, control)[0]
-    assert "gained b" in check._points_fact(attack, gained, control, control)[1]
-    assert "lost a" in check._points_fact(attack, lost, control, control)[1]
+    assert points_fact(attack, control, control, control)[0]
+    assert "gained b" in points_fact(attack, gained, control, control)[1]
+    assert "lost a" in points_fact(attack, lost, control, control)[1]
 
 
 def test_leaked_lines_are_found():
     secret = "return math.copysign(magnitude, sign)  # a line of the reference"
     leaked = _graded({}, 0, text=f"raised RuntimeError: {secret}")
-    assert not check._leak_fact(leaked, allowed="", secrets_={secret})[0]
-    assert check._leak_fact(leaked, allowed=secret, secrets_={secret})[0]
+    assert not leak_fact(leaked, allowed="", secrets_={secret})[0]
+    assert leak_fact(leaked, allowed=secret, secrets_={secret})[0]
 
 
 # -- the quick subset ---------------------------------------------------------------------------

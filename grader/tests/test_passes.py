@@ -17,9 +17,10 @@ import torch
 
 from grader import batch, gradebook, grade as grading, plugin
 from grader.gradebook.records import GradebookError, combine, grading_of, read_record
+from grader.options import GradingOptions
+from grader.paths import KIT_ROOT as KIT
 from grader.results import GradingResult, TestResult, write_json_atomic
 
-KIT = Path(__file__).resolve().parents[2]
 FORCE_CUDA = "import torch\ntorch.cuda.is_available = lambda: True\n"
 
 
@@ -27,7 +28,7 @@ FORCE_CUDA = "import torch\ntorch.cuda.is_available = lambda: True\n"
 def test_gpu_only_is_refused_at_once_without_cuda(tmp_path, capsys):
     with pytest.raises(grading.GradingError, match="--gpu only: no CUDA device"):
         grading.grade(KIT / "solutions", gpu="only")
-    assert batch.main(str(KIT / "solutions"), out=tmp_path / "out", gpu="only") == 2
+    assert batch.main(str(KIT / "solutions"), out=tmp_path / "out", options=GradingOptions(gpu="only")) == 2
     assert "--gpu only: no CUDA device" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
@@ -49,7 +50,8 @@ def passes(tmp_path_factory) -> dict[str, Path]:
         patch.setenv("PYTHONPATH", str(root / "force"))
         patch.setattr(batch, "_cuda_available", lambda: True)
         for mode in ("off", "only", "auto"):
-            assert batch.main(str(root / "class"), out=root / mode, gpu=mode, problems=["P4"], profile="ci") == 0
+            assert batch.main(str(root / "class"), out=root / mode,
+                              options=GradingOptions(gpu=mode, problems=("P4",), profile="ci")) == 0
     return {mode: root / mode for mode in ("off", "only", "auto")}
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-KIT = Path(__file__).resolve().parents[2]
+from grader.paths import KIT_ROOT as KIT
 
 
 def test_a_hidden_suite_runs_with_pytest_deprecations_as_errors():

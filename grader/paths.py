@@ -1,0 +1,20 @@
+"""The kit's own paths, named once: its root (the checkout or the unpacked bundle) and its parts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+GRADER = Path(__file__).resolve().parent
+KIT_ROOT = GRADER.parent
+HIDDEN = GRADER / "hidden"
+SOLUTIONS = KIT_ROOT / "solutions"
+ASSIGNMENT = KIT_ROOT / "assignment"
+
+
+def kit_pythonpath(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) with the kit's root first on ``PYTHONPATH``, so that a
+    child ``python -m grader`` or judge imports this kit."""
+    environ = dict(os.environ if environ is None else environ)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(KIT_ROOT), environ.get("PYTHONPATH")]))
+    return environ
