@@ -15,7 +15,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.hidden._contract import answers, plain_equal, refused_or_as_for, type_tree
+from grader.drivers.same import same
+from grader.hidden._contract import answers, refused_or_as_for, type_tree
 from grader.session import StudentError
 
 E8M0 = [torch.float8_e8m0fnu] if hasattr(torch, "float8_e8m0fnu") else []  # PyTorch 2.7+
@@ -186,7 +187,7 @@ def test_float_layout(sub):
         mantissa = -int(math.log2(info.eps))  # eps = 2**-M for these six formats
         want = (1, info.bits - 1 - mantissa, mantissa)
         got = sub.call("memory.float_layout", dtype)
-        assert plain_equal(got, want), (
+        assert same(got, want), (
             f"memory.float_layout({dtype}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
 
 

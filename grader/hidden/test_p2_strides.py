@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from grader import wire
 from grader.drivers.strides import local_pairs, remote_pairs
-from grader.hidden._contract import WRONG_TYPE_ERRORS, answers, plain_equal, refused_or_as_for, type_tree
+from grader.drivers.same import same
+from grader.hidden._contract import WRONG_TYPE_ERRORS, answers, refused_or_as_for, type_tree
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
 
@@ -124,7 +125,7 @@ EDGE_VIEWS = [
 def check_contiguous_strides(sub, shape: tuple[int, ...]) -> None:
     want = torch.empty(shape).stride()
     got = sub.call("strides.contiguous_strides", shape)
-    assert plain_equal(got, want), (
+    assert same(got, want), (
         f"strides.contiguous_strides({shape}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
 
 
@@ -160,7 +161,7 @@ def test_flat_index(sub, layout, data):
         index = tuple(data.draw(st.integers(-n, n - 1)) for n in shape)
         want = int(t[index])
         got = sub.call("strides.flat_index", index, shape, strides, offset)
-        assert plain_equal(got, want), (
+        assert same(got, want), (
             f"strides.flat_index({index}, {shape}, {strides}, {offset}) returned {got!r} ({type_tree(got)}), "
             f"expected the int {want}")
     if offset == 0:
@@ -216,7 +217,7 @@ def check_transpose(sub, shape: tuple[int, ...], strides: tuple[int, ...], dim0:
     t = strided(shape, strides).transpose(dim0, dim1)
     want = (tuple(t.shape), t.stride())
     got = sub.call("strides.transpose", shape, strides, dim0, dim1)
-    assert plain_equal(got, want), (
+    assert same(got, want), (
         f"strides.transpose({shape}, {strides}, {dim0}, {dim1}) returned {got!r} ({type_tree(got)}), "
         f"expected {want} (tuples of plain ints)")
 
@@ -259,7 +260,7 @@ def test_slice_view(sub, layout, cuts):
         view = strided(shape, strides, offset)[(slice(None),) * (dim % n) + (slice(start, stop, step),)]
         want = (tuple(view.shape), view.stride(), view.storage_offset())
         got = sub.call("strides.slice_view", shape, strides, offset, dim, start, stop, step)
-        assert plain_equal(got, want), (
+        assert same(got, want), (
             f"strides.slice_view({shape}, {strides}, {offset}, {dim}, {start}, {stop}, {step}) returned {got!r} "
             f"({type_tree(got)}), "
             f"expected {want} (x[{'..., ' if dim % n else ''}{'' if start is None else start}:"
@@ -270,7 +271,7 @@ def test_slice_view(sub, layout, cuts):
 def check_view_strides(sub, shape: tuple, strides: tuple, new_shape: tuple) -> None:
     want = torch_view_strides(shape, strides, new_shape)
     got = sub.call("strides.view_strides", shape, strides, new_shape)
-    assert plain_equal(got, want), (
+    assert same(got, want), (
         f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r} ({type_tree(got)}), expected {want} "
         f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
 

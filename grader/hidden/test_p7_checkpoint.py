@@ -31,6 +31,7 @@ from grader import wire
 from grader.drivers import checkpoint as drive
 from grader.drivers import checkpoint_file
 from grader.drivers.folder import Folder
+from grader.drivers.same import same
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
@@ -54,25 +55,6 @@ def fresh(sub):
 
 
 # --- comparisons (exact: a resumed run must be bit-identical) -------------------------------------
-
-def same(a: object, b: object) -> bool:
-    """Equal with the same types all the way down; floats bit-for-bit (NaN equals NaN); tensors by
-    dtype, shape and bytes."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, torch.Tensor):
-        return (a.dtype == b.dtype and a.shape == b.shape  # an empty tensor may have stride 0: no bytes view
-                and (a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))))
-    if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b) or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, complex):
-        return same(a.real, b.real) and same(a.imag, b.imag)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return a == b
-
 
 def differing(want: dict, got: object) -> list[str]:
     """Names of the entries of a state dict that are missing or not bit-identical."""
