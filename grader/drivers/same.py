@@ -1,4 +1,5 @@
-"""Whether two answers are the same: the one equality the hidden suites and the diagnosis compare with.
+"""Whether two answers are the same (the one equality the hidden suites and the diagnosis compare
+with), and how an answer is shown in a message.
 
 ``same(a, b)`` is equality with the same types all the way down, so that ``(12.0, 4.0, 1.0)``,
 ``torch.Size([3, 2])`` or ``np.int64(6)`` do not pass for ``(12, 4, 1)``, ``(3, 2)`` or ``6``:
@@ -69,6 +70,12 @@ def same_value(got: Any, want: Any) -> bool:
         return bool(got == want)
     except Exception:  # noqa: BLE001 - a value that cannot be compared is not the same answer
         return False
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """A value for a message: an exception as "raised Type: message", anything else as a short repr."""
+    text = f"raised {value}" if isinstance(value, wire.Raised) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _same_float(a: float, b: float, rel: float) -> bool:

@@ -95,13 +95,8 @@ def measured_deep_linear(batch: int, dim: int, num_layers: int, optimizer: str, 
 
 
 def same_float(got: object, want: float) -> bool:
-    """Equal as floats: NaN by isnan, zeros by sign."""
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
-        return False
-    got = float(got)
-    if math.isnan(want):
-        return math.isnan(got)
-    return got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+    """Equal as floats (an int is read as one): NaN by isnan, zeros by sign."""
+    return isinstance(got, (int, float)) and not isinstance(got, bool) and same(float(got), want)
 
 
 def check_patterns(sub, dtype: torch.dtype, patterns: list[int]) -> None:

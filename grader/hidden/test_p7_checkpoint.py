@@ -31,7 +31,7 @@ from grader import wire
 from grader.drivers import checkpoint as drive
 from grader.drivers import checkpoint_file
 from grader.drivers.folder import Folder
-from grader.drivers.same import same
+from grader.drivers.same import same, shown
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
@@ -61,12 +61,6 @@ def differing(want: dict, got: object) -> list[str]:
     if not isinstance(got, dict):
         return ["<not a dict>"]
     return sorted(str(k) for k in set(want) | set(got) if k not in got or k not in want or not same(want[k], got[k]))
-
-
-def shown(value: object, limit: int = 200) -> str:
-    """A value for a message: an exception as "raised Type: message", anything else as a short repr."""
-    text = f"raised {value}" if isinstance(value, wire.Raised) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_no_raise(value: object, what: str) -> None:
