@@ -124,6 +124,13 @@ def missing(content: Any, model: dict | None = None, optimizer: dict | None = No
     return absent
 
 
+def differing(want: dict, got: object) -> list[str]:
+    """Names of the entries of a state dict that are missing or not bit-identical."""
+    if not isinstance(got, dict):
+        return ["<not a dict>"]
+    return sorted(str(k) for k in set(want) | set(got) if k not in got or k not in want or not same(want[k], got[k]))
+
+
 def check(data: bytes, **expected: Any) -> str:
     """Why ``data`` is not a checkpoint holding ``expected`` (see ``missing``); "" when it is."""
     try:
