@@ -11,7 +11,6 @@ and, on a GPU, its device memory as the NVIDIA driver reports it.
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import subprocess
 import time
@@ -22,6 +21,7 @@ import torch
 
 from grader.session import Remote, Submission
 
+from .local import Handle, Side
 from .same import shown
 
 Recipe = list[tuple[str, tuple]]
@@ -39,48 +39,32 @@ def block(width: int, dropout: float = 0.0) -> Recipe:
             ("torch.nn.Linear", (2 * width, width))]
 
 
-def _resolve(qualified: str) -> Any:
-    module, _, name = qualified.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
 def _placed(name: str, device: str) -> dict[str, str]:
     """Layers with weights are built on ``device`` (so a seeded build gives the same weights on both sides)."""
     return {"device": device} if name == "torch.nn.Linear" else {}
 
 
-def local_sequential(recipe: Recipe, device: str = "cpu") -> torch.nn.Sequential:
-    return torch.nn.Sequential(*(_resolve(name)(*args, **_placed(name, device)) for name, args in recipe))
+def sequential(side: Side, recipe: Recipe, device: str = "cpu") -> tuple[Handle, list[Handle]]:
+    """The Sequential built on ``side``, and its layers' handles."""
+    layers = [side.lib(name, *args, **_placed(name, device)) for name, args in recipe]
+    return side.lib("torch.nn.Sequential", *layers), layers
 
 
-def local_blocks(recipe: Recipe, depth: int, state: dict | None = None, device: str = "cpu") -> torch.nn.ModuleList:
-    blocks = torch.nn.ModuleList(local_sequential(recipe, device) for _ in range(depth))
+def blocks(side: Side, recipe: Recipe, depth: int, state: dict | None = None,
+           device: str = "cpu") -> tuple[Handle, list[Handle]]:
+    """A ModuleList of ``depth`` copies of one block built on ``side`` (with ``state`` loaded), and the blocks."""
+    first, _ = sequential(side, recipe, device)
+    held = [first] + [side.lib("copy.deepcopy", first) for _ in range(depth - 1)]
+    module_list = side.lib("torch.nn.ModuleList", held)
     if state is not None:
-        blocks.load_state_dict(state)
-    return blocks
+        load(side, module_list, state)
+    return module_list, held
 
 
-def remote_sequential(sub: Submission, recipe: Recipe, device: str = "cpu") -> tuple[Remote, list[Remote]]:
-    """The Sequential built in the worker, and its layers' handles."""
-    layers = [sub.lib(name, *args, **_placed(name, device)) for name, args in recipe]
-    return sub.lib("torch.nn.Sequential", *layers), layers
-
-
-def remote_blocks(sub: Submission, recipe: Recipe, depth: int, state: dict | None = None,
-                  device: str = "cpu") -> tuple[Remote, list[Remote]]:
-    """A ModuleList of ``depth`` blocks built in the worker (with ``state`` loaded), and the blocks."""
-    first, _ = remote_sequential(sub, recipe, device)
-    blocks = [first] + [sub.lib("copy.deepcopy", first) for _ in range(depth - 1)]
-    held = sub.lib("torch.nn.ModuleList", blocks)
-    if state is not None:
-        load(sub, held, state)
-    return held, blocks
-
-
-def load(sub: Submission, module: Remote, state: dict[str, torch.Tensor]) -> None:
-    """``module.load_state_dict(state)`` in the worker; the state crosses as keyword arguments of
-    ``dict`` (tensors at the top level keep the request's description short)."""
-    module.call("load_state_dict", sub.lib("builtins.dict", **state))
+def load(side: Side, module: Handle, state: dict[str, torch.Tensor]) -> None:
+    """``module.load_state_dict(state)``; the state crosses as keyword arguments of ``dict``
+    (tensors at the top level keep the request's description short)."""
+    module.call("load_state_dict", side.lib("builtins.dict", **state))
 
 
 def held_tuple(sub: Submission, *tensors: torch.Tensor) -> Remote:
@@ -157,7 +141,7 @@ class Trainer:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.sub = sub
         width, d_in = state["0.weight"].shape
-        self.model, self.layers = remote_sequential(sub, mlp(d_in, width, state["2.weight"].shape[0]))
+        self.model, self.layers = sequential(sub, mlp(d_in, width, state["2.weight"].shape[0]))
         load(sub, self.model, state)
         self.optimizer = sub.lib("torch.optim.SGD", self.model.call("parameters", keep=True), lr=lr)
         self.scaler = sub.lib("torch.amp.GradScaler", "cpu", **scaler) if scaler is not None else None
@@ -325,7 +309,7 @@ def cuda_checkpointed(sub: Submission, depth: int, width: int, n: int) -> tuple[
     its process gaining during the forward (None when it cannot tell) and that reading's source,
     and the number of parameters left without a gradient."""
     sub.lib("torch.manual_seed", 0)
-    held, _ = remote_blocks(sub, block(width), depth, device="cuda")
+    held, _ = blocks(sub, block(width), depth, device="cuda")
     x = sub.lib("torch.randn", n, width, device="cuda")
 
     def cuda(name: str) -> Any:
@@ -360,7 +344,7 @@ def cuda_training(sub: Submission, recipe: Recipe, dim: int, small: tuple[torch.
     seconds, losses, warm_up = {}, {}, {}
     for precision in ("fp32", "bf16"):
         sub.lib("torch.manual_seed", 0)
-        model, _ = remote_sequential(sub, recipe, device="cuda")
+        model, _ = sequential(sub, recipe, device="cuda")
         optimizer = sub.lib("torch.optim.SGD", model.call("parameters", keep=True), lr=lr)
         loss_fn = sub.lib("torch.nn.MSELoss")
         batches = sub.lib("itertools.repeat", held["small"]).get("__next__", keep=True)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from . import amp as drive
+from .local import JUDGE
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 VISIBLE_OFFSET = 256.0  # bf16 spaces numbers near 256 by 2, fp16 by 0.25: a cast moves them visibly
@@ -57,7 +58,7 @@ def batch(seed: int, n: int, d_in: int = 8, d_out: int = 4) -> tuple[torch.Tenso
 
 def oracle_model(state: dict[str, torch.Tensor]) -> torch.nn.Sequential:
     width, d_in = state["0.weight"].shape
-    model = drive.local_sequential(drive.mlp(d_in, width, state["2.weight"].shape[0]))
+    model = drive.sequential(JUDGE, drive.mlp(d_in, width, state["2.weight"].shape[0]))[0].obj
     model.load_state_dict(state)
     return model
 
@@ -151,7 +152,7 @@ def plain_blocks_run(state: dict[str, torch.Tensor], recipe: drive.Recipe, depth
     """A plain loop over the blocks, then backward of the output's squares' sum, after
     ``torch.manual_seed(seed)`` (the dropout masks of a worker seeded the same way): the blocks,
     the input (a copy of ``x``, requiring grad or not) and the output."""
-    blocks, x_oracle = drive.local_blocks(recipe, depth, state), x.clone().requires_grad_(input_grad)
+    blocks, x_oracle = drive.blocks(JUDGE, recipe, depth, state)[0].obj, x.clone().requires_grad_(input_grad)
     torch.manual_seed(seed)
     out = x_oracle
     for block in blocks:
@@ -160,8 +161,10 @@ def plain_blocks_run(state: dict[str, torch.Tensor], recipe: drive.Recipe, depth
     return blocks, x_oracle, out
 
 
-def plain_saved_bytes(blocks: torch.nn.ModuleList, x: torch.Tensor) -> int:
-    """Bytes a plain forward keeps for backward (each storage once, parameters excluded)."""
+def plain_saved_bytes(recipe: drive.Recipe, depth: int, state: dict[str, torch.Tensor], x: torch.Tensor) -> int:
+    """Bytes a plain forward over ``depth`` blocks of ``recipe`` holding ``state`` keeps for
+    backward (each storage once, parameters excluded)."""
+    blocks = drive.blocks(JUDGE, recipe, depth, state)[0].obj
     params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
     kept: dict[int, int] = {}
 
@@ -182,7 +185,7 @@ def judge_plain_cuda(depth: int, width: int, n: int) -> tuple[int, int]:
     """In the judge process, on its own GPU context: (bytes a plain forward's output keeps alive,
     peak allocated memory of forward + backward), after a warm-up run."""
     torch.manual_seed(0)
-    blocks = drive.local_blocks(drive.block(width), depth, device="cuda")
+    blocks = drive.blocks(JUDGE, drive.block(width), depth, device="cuda")[0].obj
     x = torch.randn(n, width, device="cuda")
     for _ in range(2):  # the first run warms up kernels and the caching allocator
         blocks.zero_grad(set_to_none=True)
@@ -207,7 +210,7 @@ def judge_train_cuda(recipe, batches, steps: int, precision: str, lr: float) -> 
     zero_grad, the loss as a float) after two warm-up steps on the small batch, their losses, and the
     warm-up's losses."""
     torch.manual_seed(0)
-    model = drive.local_sequential(recipe, device="cuda")
+    model = drive.sequential(JUDGE, recipe, device="cuda")[0].obj
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
 
     def step(x, y) -> float:
@@ -239,7 +242,7 @@ def judge_bf16_reference(recipe: drive.Recipe, dim: int, steps: int, lr: float) 
         torch.manual_seed(0)
         with torch.no_grad():
             x_small = batches["small"][0] + VISIBLE_OFFSET
-            batches["small"] = (x_small, drive.local_sequential(recipe, device="cuda")(x_small))
+            batches["small"] = (x_small, drive.sequential(JUDGE, recipe, device="cuda")[0].obj(x_small))
         reference = {p: judge_train_cuda(recipe, batches, steps, p, lr) for p in ("fp32", "bf16")}
     finally:
         torch.set_float32_matmul_precision(previous)

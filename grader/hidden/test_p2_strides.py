@@ -14,7 +14,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grader import wire
-from grader.drivers.strides import local_pairs, remote_pairs
+from grader.drivers.local import JUDGE, unwrap
+from grader.drivers.strides import pairs
 from grader.drivers.same import same
 from grader.hidden._contract import WRONG_TYPE_ERRORS, answers, refused_or_as_for, type_tree
 
@@ -298,8 +299,8 @@ def test_same_storage(sub):
     """same_storage tells views of one storage from copies (built next to your code)"""
     # Each pair is built in the worker by the judge (handles), by the recipe the judge follows
     # locally: the expected answer is PyTorch's, in the judge; only same_storage runs there.
-    remote = remote_pairs(sub)
-    for name, (a, b) in local_pairs().items():
+    remote = pairs(sub)
+    for name, (a, b) in unwrap(pairs(JUDGE)).items():
         want = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
         got = sub.outcome("strides.same_storage", *remote[name])
         assert not isinstance(got, wire.Raised), f"strides.same_storage({name}) raised {got}, expected {want}"

@@ -234,7 +234,7 @@ def test_checkpointed_values_and_gradients(sub, depth, width, n, input_grad, dro
     """checkpointed gives the plain forward's output and gradients (dropout and x without grad included)"""
     state = blocks_state(seed, depth, width)
     x = torch.randn(n, width, generator=torch.Generator().manual_seed(seed + 1))
-    held, _ = drive.remote_blocks(sub, drive.block(width, dropout), depth, state)
+    held, _ = drive.blocks(sub, drive.block(width, dropout), depth, state)
     x_held, out_held = drive.checkpointed(sub, held, x, input_grad, enabled, seed)
     call = (f"{CKPT}({depth} MLP blocks of width {width} with Dropout({dropout}), x of shape {(n, width)} "
             f"requires_grad={input_grad}, enabled={enabled})")
@@ -271,10 +271,10 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     depth, width, n = 6, 16, 32768
     state = blocks_state(0, depth, width)
     x = torch.randn(n, width, generator=torch.Generator().manual_seed(1))
-    plain = plain_saved_bytes(drive.local_blocks(drive.block(width), depth, state), x)
+    plain = plain_saved_bytes(drive.block(width), depth, state, x)
     block_input = x.numel() * x.element_size()
     call = f"{CKPT}({depth} MLP blocks of width {width}, x of shape {(n, width)}"
-    held, blocks = drive.remote_blocks(sub, drive.block(width), depth, state)
+    held, blocks = drive.blocks(sub, drive.block(width), depth, state)
     x_held = sub.lib("torch.clone", x)
     calibration, _ = drive.grown_by(sub, lambda: drive.plain_forward(sub, blocks, x_held), keep=False)
     assert calibration >= 0.8 * plain, (
