@@ -22,7 +22,7 @@ import torch
 
 from .. import wire
 from ..judge.inprocess import Dispatcher, load_package
-from .same import same
+from ..drivers.same import same
 
 REQUESTS = {"call", "named", "construct", "call_method", "get_attr", "set_attr", "read", "release", "forbid", "allow"}
 # Library objects the hidden suites build in the worker that are safe to build in the judge (state restored).
@@ -120,7 +120,7 @@ def _compare(student: dict, variant: dict, handles: dict[int, int]) -> None:
         raise Mismatch("a malformed answer") from None
     if isinstance(mine, wire.Ref) and isinstance(theirs, wire.Ref):
         handles[mine.id] = theirs.id
-    elif not same(mine, theirs):
+    elif not same(mine, theirs, close=True):
         raise Mismatch("a different value")
 
 

@@ -1,7 +1,21 @@
-"""Judge-side drivers of stateful problems: the loops, inputs and oracles of the hidden suites.
+"""Drivers of the hidden suites: the loops, inputs, oracles and checks the judge runs.
 
-A driver runs in the judge. It drives the submission's objects in the worker through handles
-(``session.Remote``) and, where PyTorch has the answer, the very same code drives PyTorch's
-objects in the judge through ``local.Local``, a wrapper with the Remote's methods, so both sides get
-identical inputs and call sequences. Nothing here is ever copied into the worker.
+Everything here runs in the judge; nothing is ever copied into the worker. One convention says
+what a function does to the worker and what it does in the judge:
+
+- A *side* is where objects are built and driven (``local.Side``): the submission (a
+  ``session.Submission``: ``sub.lib(target, ...)`` builds a library object in the worker and
+  returns a ``Remote``) or the judge (``local.JUDGE``: ``JUDGE.lib(target, ...)`` builds the same
+  object here and returns a ``Local``, which has the Remote's ``call``/``get``/``set``/``read``).
+  A recipe both sides follow is written once, with the side as its first parameter
+  (``strides.pairs(side)``, ``amp.sequential(side, recipe)``, ``checkpoint.build_run(side)``), so
+  both get identical inputs and call sequences; where the judge needs the object itself, it takes
+  the Local's ``.obj`` (or ``local.unwrap`` of a whole result).
+- A driver that needs more of a side than building objects (P5: setting ``.grad``, handing over a
+  closure) defines one pair of side classes with the same methods, ``Worker(sub)`` and ``Judge()``
+  (``optim.py``), and its run code takes either.
+- A function that acts only on the worker takes ``sub`` first (calling the submission's own
+  functions, measuring it from outside); a function that only computes in the judge (an oracle, a
+  check) takes no side. Oracles too large to sit beside their driver live in ``<driver>_oracle.py``.
+- Files cross only through ``folder.Folder``; answers are compared only with ``same.py``.
 """

@@ -1,8 +1,6 @@
 """P7: training runs driven step by step, by one recipe, in the worker and in the judge.
 
-A *side* builds library objects by qualified name: the submission (``sub.lib``: the objects live
-in the worker and are driven by handle) or ``JUDGE`` (the same objects built here, in the judge).
-Every recipe below (building a run, a training step, drawing from each RNG, reading a state) is
+Every recipe below takes a *side* (``drivers/__init__.py``): the submission or ``JUDGE``. Each (building a run, a training step, drawing from each RNG, reading a state) is
 written once over that interface, so the values the judge expects come from exactly the sequence
 of library calls it orders in the worker. Only the submission's own functions
 (``checkpoint.save_checkpoint`` and the loaders) run in the worker without the judge ordering them.
@@ -17,8 +15,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from pydoc import locate
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -26,7 +23,7 @@ import torch
 from grader.session import Remote, StudentError, Submission
 
 from .folder import Folder
-from .local import Local, unwrap
+from .local import JUDGE, Handle, Side
 
 OPTIMIZERS = {
     "adamw": ("torch.optim.AdamW", {"lr": 1e-2, "weight_decay": 0.1}),
@@ -36,33 +33,6 @@ OPTIMIZERS = {
 # A folder's ctime moves in steps of the kernel's coarse clock (a few milliseconds): waiting one
 # step after staging a folder makes any later change to it show.
 CLOCK_STEP_SECONDS = 0.02
-
-
-class Handle(Protocol):
-    """What a recipe needs of an object: ``session.Remote`` in the worker, ``Local`` in the judge."""
-
-    def call(self, method: str, *args: Any, keep: bool = False, **kwargs: Any) -> Any: ...
-
-    def get(self, name: str, keep: bool = False) -> Any: ...
-
-    def read(self) -> Any: ...
-
-
-class Side(Protocol):
-    def lib(self, target: str, *args: Any, **kwargs: Any) -> Handle: ...
-
-
-class JudgeSide:
-    """Builds library objects in the judge: the oracle's side."""
-
-    def lib(self, target: str, *args: Any, **kwargs: Any) -> Local:
-        factory = locate(target)
-        if not callable(factory):
-            raise LookupError(f"no library callable {target!r}")
-        return Local(factory(*unwrap(args), **unwrap(kwargs)))
-
-
-JUDGE = JudgeSide()
 
 
 # --- recipes (one for both sides) ---------------------------------------------------------------

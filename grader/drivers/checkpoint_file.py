@@ -16,11 +16,12 @@ computed itself anywhere in the loaded object, under any key, at any depth:
 from __future__ import annotations
 
 import io
-import math
 import zipfile
 from typing import Any, Iterator
 
 import torch
+
+from .same import same
 
 CHECKPOINT_BYTES = 1 << 20  # the runs P7 saves take under 20 kB
 MAX_NODES = 200_000  # values visited in one loaded object (a pickle may share a list many times over)
@@ -63,36 +64,6 @@ def values(content: Any) -> Iterator[Any]:
             stack.extend(value.values() if isinstance(value, dict) else value)
 
 
-def equal(want: Any, got: Any) -> bool:
-    """``got`` equals ``want``: dicts by keys, lists and tuples item by item (either kind), tensors
-    by dtype, shape and bytes, floats and complexes bit for bit up to NaN's payload, anything else
-    of the same type by value."""
-    if isinstance(want, torch.Tensor):
-        if not (isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape):
-            return False
-        try:
-            return torch.equal(_bytes(got), _bytes(want))
-        except (RuntimeError, NotImplementedError):  # a tensor with no plain bytes (sparse, quantized...)
-            return False
-    if isinstance(want, dict):
-        return isinstance(got, dict) and set(got) == set(want) and all(equal(want[k], got[k]) for k in want)
-    if isinstance(want, (list, tuple)):
-        return isinstance(got, (list, tuple)) and len(got) == len(want) and all(map(equal, want, got))
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, complex):
-        return equal(want.real, got.real) and equal(want.imag, got.imag)
-    if isinstance(want, float):
-        return math.isnan(want) and math.isnan(got) or (want == got and math.copysign(1, want) == math.copysign(1, got))
-    return got == want
-
-
-def _bytes(tensor: torch.Tensor) -> torch.Tensor:
-    """The tensor's elements as raw bytes (NaN equals NaN, -0.0 differs from 0.0)."""
-    flat = tensor.detach().cpu().reshape(-1)
-    return flat.view(torch.uint8) if flat.numel() else torch.zeros(0, dtype=torch.uint8)
-
-
 def words(value: Any, count: int) -> list[int] | None:
     """``value`` as ``count`` integers modulo 2**32, if it is a tensor, list, tuple or bytes of them."""
     if isinstance(value, torch.Tensor):
@@ -126,7 +97,7 @@ def holds_iteration(content: Any, iteration: int) -> bool:
 
 
 def holds_extras(content: Any, extras: dict[str, Any]) -> bool:
-    return any(isinstance(value, dict) and all(name in value and equal(item, value[name])
+    return any(isinstance(value, dict) and all(name in value and same(item, value[name], any_container=True)
                                                for name, item in extras.items())
                for value in values(content))
 
@@ -135,9 +106,9 @@ def missing(content: Any, model: dict | None = None, optimizer: dict | None = No
             rng: tuple | None = None, extras: dict | None = None) -> list[str]:
     """What of the state the judge expects (the arguments given) ``content`` does not hold."""
     absent = []
-    if model is not None and not any(equal(model, value) for value in values(content)):
+    if model is not None and not any(same(model, value, any_container=True) for value in values(content)):
         absent.append("the model's state_dict()")
-    if optimizer is not None and not any(equal(optimizer, value) for value in values(content)):
+    if optimizer is not None and not any(same(optimizer, value, any_container=True) for value in values(content)):
         absent.append("the optimizer's state_dict()")
     if iteration is not None and not holds_iteration(content, iteration):
         absent.append(f"the iteration {iteration}")
@@ -151,6 +122,13 @@ def missing(content: Any, model: dict | None = None, optimizer: dict | None = No
     if extras and not holds_extras(content, extras):
         absent.append(f"the extras {sorted(extras)} (a dict holding each under its name)")
     return absent
+
+
+def differing(want: dict, got: object) -> list[str]:
+    """Names of the entries of a state dict that are missing or not bit-identical."""
+    if not isinstance(got, dict):
+        return ["<not a dict>"]
+    return sorted(str(k) for k in set(want) | set(got) if k not in got or k not in want or not same(want[k], got[k]))
 
 
 def check(data: bytes, **expected: Any) -> str:

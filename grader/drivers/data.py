@@ -12,6 +12,7 @@ cgroup, else its processes in /proc: ``Submission.measure``) before and after it
 from __future__ import annotations
 
 import contextlib
+import math
 import resource
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -255,3 +256,46 @@ def cuda_batch(sub: Submission, tokens: np.ndarray, batch_size: int, context_len
     counted = [key for key in PINNED_COUNTERS if isinstance(after, dict) and isinstance(before, dict)
                and key in after and key in before]
     return batch, any(after[key] > before[key] for key in counted)
+
+
+def short(tokens: Any) -> str:
+    """Tokens for a message: their type, dtype, shape and first values."""
+    if isinstance(tokens, (np.ndarray, torch.Tensor)):
+        flat = tokens.reshape(-1).tolist()
+        return (f"{type(tokens).__name__} of {tokens.dtype}, shape {tuple(tokens.shape)}, {flat[:8]}"
+                f"{'...' if len(flat) > 8 else ''}")
+    return repr(tokens[:8])[:-1] + (", ...]" if len(tokens) > 8 else "]")
+
+
+def check_windows(tokens: np.ndarray, got: Any, batch: int, length: int, what: str) -> list[int]:
+    """Assert the contract of one (x, y); returns the start of each row."""
+    assert isinstance(got, tuple) and len(got) == 2, f"{what} returned {type(got).__name__}, expected a pair (x, y)"
+    x, y = got
+    for name, t in (("x", x), ("y", y)):
+        assert isinstance(t, torch.Tensor), f"{what}: {name} is a {type(t).__name__}, expected a torch.Tensor"
+        assert t.dtype == torch.int64 and tuple(t.shape) == (batch, length), (
+            f"{what}: {name} is {t.dtype} of shape {tuple(t.shape)}, expected torch.int64 of shape ({batch}, {length})")
+    values = tokens.astype(np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(values, length + 1)  # row s = tokens[s : s + L + 1]
+    distinct = len(np.unique(values)) == len(values)
+    position = {int(v): s for s, v in enumerate(values)} if distinct else {}
+    starts = []
+    for i in range(batch):
+        row_x, row_y = x[i].numpy(), y[i].numpy()
+        if distinct:  # the only candidate start is where x's first token sits
+            s = position.get(int(row_x[0]), len(windows))
+            ok = s < len(windows) and np.array_equal(windows[s, :-1], row_x) and np.array_equal(windows[s, 1:], row_y)
+            matches = np.array([s] if ok else [], dtype=np.int64)
+        else:
+            matches = np.flatnonzero((windows[:, :-1] == row_x).all(axis=1) & (windows[:, 1:] == row_y).all(axis=1))
+        assert matches.size, (
+            f"{what}: row {i} is x={row_x.tolist()[:8]}..., y={row_y.tolist()[:8]}..., which is not tokens[s:s+L], "
+            f"tokens[s+1:s+L+1] for any valid start 0 <= s <= len(tokens) - L - 1 = {len(values) - length - 1}")
+        starts.append(int(matches[0]))
+    return starts
+
+
+def chi_square_limit(dof: int, z: float = 5.2) -> float:
+    """Wilson-Hilferty upper quantile of chi-square(dof) at z sigmas (z = 5.2: p about 1e-7), a
+    slight overestimate for small dof, so a uniform sampler essentially never fails."""
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3

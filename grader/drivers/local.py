@@ -1,13 +1,14 @@
-"""A judge-local object with the interface of ``session.Remote``, for oracles.
+"""The judge's side: objects built here and driven with the interface of ``session.Remote``.
 
-A driver written once against ``call``/``get``/``set``/``read`` runs the same sequence on an
-object the worker holds (the submission's answer) and on a local torch object (the oracle).
+A recipe written once against a ``Side`` (``lib``) and its ``Handle``s (``call``/``get``/``read``)
+runs the same sequence on objects the worker holds (side: the ``session.Submission``) and on
+objects built in the judge (side: ``JUDGE``, handles: ``Local``), for oracles.
 """
-
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from pydoc import locate
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
@@ -41,6 +42,35 @@ class Local:
 
     def release(self) -> None:
         pass
+
+
+class Handle(Protocol):
+    """What a recipe needs of an object: ``session.Remote`` in the worker, ``Local`` in the judge."""
+
+    def call(self, method: str, *args: Any, keep: bool = False, **kwargs: Any) -> Any: ...
+
+    def get(self, name: str, keep: bool = False) -> Any: ...
+
+    def read(self) -> Any: ...
+
+
+class Side(Protocol):
+    """Where ``lib`` builds library objects: a ``session.Submission`` (in the worker) or ``JUDGE``."""
+
+    def lib(self, target: str, *args: Any, **kwargs: Any) -> Handle: ...
+
+
+class JudgeSide:
+    """Builds library objects in the judge: the oracle's side."""
+
+    def lib(self, target: str, *args: Any, **kwargs: Any) -> Local:
+        factory = locate(target)
+        if not callable(factory):
+            raise LookupError(f"no library callable {target!r}")
+        return Local(factory(*unwrap(args), **unwrap(kwargs)))
+
+
+JUDGE = JudgeSide()
 
 
 def unwrap(value: Any) -> Any:

@@ -2,15 +2,15 @@
 
 Tensors sent over the wire arrive as copies, so a pair for ``strides.same_storage`` is built in
 the worker, from the judge, by the same recipe the judge follows locally to ask PyTorch for the
-truth. A side of a pair is a source tensor ("x", ``arange(24.0).reshape(4, 6)``, or "y", an
+truth (``pairs(side)``). Each tensor of a pair is a source tensor ("x", ``arange(24.0).reshape(4, 6)``, or "y", an
 equal but separate tensor) and a chain of method calls on it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import torch
+
+from .local import Handle, Side
 
 Chain = tuple[str, tuple[tuple[str, tuple], ...]]
 ALL, FROM_1 = slice(None), slice(1, None)
@@ -47,26 +47,16 @@ PAIRS: dict[str, tuple[Chain, Chain]] = {
 }
 
 
-def build_pairs(make: Callable[[], Any], apply: Callable[[Any, str, tuple], Any]) -> dict[str, tuple[Any, Any]]:
-    """Every pair of ``PAIRS``: ``make()`` builds a fresh ``arange(24.0).reshape(4, 6)``, and
-    ``apply(tensor, method, args)`` calls a method (locally, or on a tensor the worker holds)."""
-    sources = {"x": make(), "y": make()}
+def pairs(side: Side) -> dict[str, tuple[Handle, Handle]]:
+    """Every pair of ``PAIRS`` built on ``side``: in the worker (handles, for the submission's
+    ``same_storage``) or in the judge (``JUDGE``: where PyTorch tells whether they share a storage)."""
+    sources = {"x": side.lib("torch.arange", 24.0).call("reshape", 4, 6, keep=True),
+               "y": side.lib("torch.arange", 24.0).call("reshape", 4, 6, keep=True)}
 
-    def follow(chain: Chain) -> Any:
+    def follow(chain: Chain) -> Handle:
         tensor = sources[chain[0]]
         for method, args in chain[1]:
-            tensor = apply(tensor, method, args)
+            tensor = tensor.call(method, *args, keep=True)
         return tensor
 
     return {name: (follow(first), follow(second)) for name, (first, second) in PAIRS.items()}
-
-
-def local_pairs() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """The pairs built in the judge, where PyTorch tells whether they share a storage."""
-    return build_pairs(lambda: torch.arange(24.0).reshape(4, 6), lambda t, method, args: getattr(t, method)(*args))
-
-
-def remote_pairs(sub) -> dict[str, tuple[Any, Any]]:
-    """The same pairs built in the worker (handles), for the submission's ``same_storage``."""
-    return build_pairs(lambda: sub.lib("torch.arange", 24.0).call("reshape", 4, 6, keep=True),
-                       lambda t, method, args: t.call(method, *args, keep=True))

@@ -1,8 +1,9 @@
 """The problem set's plain types, and what is graded when an argument has the wrong type.
 
-``plain_equal(got, want)`` is ``got == want`` with the same type all the way down, so that
-``(12.0, 4.0, 1.0)``, ``torch.Size([3, 2])`` or ``np.int64(6)`` do not pass for ``(12, 4, 1)``,
-``(3, 2)`` or ``6``. The public tests apply the same rule (``tests/_kit.py``, ``check_equal``).
+Answers are compared with ``drivers/same.py``: ``same(got, want)`` with the same type all the way
+down, so that ``(12.0, 4.0, 1.0)``, ``torch.Size([3, 2])`` or ``np.int64(6)`` do not pass for
+``(12, 4, 1)``, ``(3, 2)`` or ``6``. The public tests apply the same rule (``tests/_kit.py``,
+``check_equal``).
 
 ``refused_or_as_for(sub, target, args, like)`` is the one check for an argument of the wrong
 type (a float or a bool where an int is asked, a string where a number is, a number where a
@@ -14,24 +15,13 @@ call spelled in the right type (``(2, 3)`` for ``(2, 3.0)``). Value errors (a ne
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from grader import wire
+from grader.drivers.same import same_value
 from grader.session import StudentError, describe
 
 WRONG_TYPE_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError)
-
-
-def plain_equal(got: Any, want: Any) -> bool:
-    """Equal values of exactly the same types, elementwise inside tuples, lists and dicts."""
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, (tuple, list)):
-        return len(got) == len(want) and all(plain_equal(g, w) for g, w in zip(got, want))
-    if isinstance(want, dict):
-        return got.keys() == want.keys() and all(plain_equal(got[k], want[k]) for k in want)
-    return bool(got == want)
 
 
 def type_tree(value: Any) -> str:
@@ -39,20 +29,6 @@ def type_tree(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return f"{type(value).__name__}[{', '.join(type_tree(v) for v in value)}]"
     return type(value).__name__
-
-
-def same_answer(got: Any, want: Any) -> bool:
-    """Equal as values, whatever the types: ``(3.0, 1) == (3, 1)``, tuples and lists alike, NaN equals NaN."""
-    if isinstance(want, (tuple, list)):
-        return isinstance(got, (tuple, list)) and len(got) == len(want) and all(map(same_answer, got, want))
-    if isinstance(want, dict):
-        return isinstance(got, dict) and got.keys() == want.keys() and all(same_answer(got[k], want[k]) for k in want)
-    if isinstance(want, float) and math.isnan(want):
-        return isinstance(got, float) and math.isnan(got)
-    try:
-        return bool(got == want)
-    except Exception:  # noqa: BLE001 - a value that cannot be compared is not the same answer
-        return False
 
 
 def refused_or_as_for(sub, target: str, args: tuple, like: tuple | None = None,
@@ -70,17 +46,17 @@ def refused_or_as_for(sub, target: str, args: tuple, like: tuple | None = None,
     if like is None:
         raise StudentError(f"{what} returned {got!r:.200}, expected it to raise {accepted}")
     want = sub.outcome(target, *like)
-    if isinstance(want, wire.Raised) or not same_answer(got, want):
+    if isinstance(want, wire.Raised) or not same_value(got, want):
         raise StudentError(f"{what} returned {got!r:.200}, expected {accepted}{alternative} "
                            f"({'which raised ' + str(want) if isinstance(want, wire.Raised) else repr(want)[:200]})")
 
 
 def answers(sub, target: str, args: tuple, want: Any, kwargs: dict | None = None) -> None:
     """Error paths count only beside working code: ``target(*args)``, a valid call, answers ``want``
-    (as a value: ``same_answer``) in the same test as the error cases, so a function that always
+    (as a value: ``same_value``) in the same test as the error cases, so a function that always
     raises, whatever its exception's classes, earns no error-path points."""
     what = describe(target, args, kwargs or {})
     got = sub.outcome(target, *args, **(kwargs or {}))
-    if isinstance(got, wire.Raised) or not same_answer(got, want):
+    if isinstance(got, wire.Raised) or not same_value(got, want):
         raise StudentError(f"{what} {'raised ' if isinstance(got, wire.Raised) else 'returned '}{got!r}, expected "
                            f"{want!r}: a function earns its error-path points only when it also answers a valid call")

@@ -15,7 +15,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader.hidden._contract import answers, plain_equal, refused_or_as_for, type_tree
+from grader.drivers.same import same
+from grader.hidden._contract import answers, refused_or_as_for, type_tree
 from grader.session import StudentError
 
 E8M0 = [torch.float8_e8m0fnu] if hasattr(torch, "float8_e8m0fnu") else []  # PyTorch 2.7+
@@ -94,13 +95,8 @@ def measured_deep_linear(batch: int, dim: int, num_layers: int, optimizer: str, 
 
 
 def same_float(got: object, want: float) -> bool:
-    """Equal as floats: NaN by isnan, zeros by sign."""
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
-        return False
-    got = float(got)
-    if math.isnan(want):
-        return math.isnan(got)
-    return got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+    """Equal as floats (an int is read as one): NaN by isnan, zeros by sign."""
+    return isinstance(got, (int, float)) and not isinstance(got, bool) and same(float(got), want)
 
 
 def check_patterns(sub, dtype: torch.dtype, patterns: list[int]) -> None:
@@ -186,7 +182,7 @@ def test_float_layout(sub):
         mantissa = -int(math.log2(info.eps))  # eps = 2**-M for these six formats
         want = (1, info.bits - 1 - mantissa, mantissa)
         got = sub.call("memory.float_layout", dtype)
-        assert plain_equal(got, want), (
+        assert same(got, want), (
             f"memory.float_layout({dtype}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
 
 

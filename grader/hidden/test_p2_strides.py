@@ -14,8 +14,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grader import wire
-from grader.drivers.strides import local_pairs, remote_pairs
-from grader.hidden._contract import WRONG_TYPE_ERRORS, answers, plain_equal, refused_or_as_for, type_tree
+from grader.drivers.local import JUDGE, unwrap
+from grader.drivers.strides import pairs
+from grader.drivers.same import same
+from grader.hidden._contract import WRONG_TYPE_ERRORS, answers, refused_or_as_for, type_tree
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]
 
@@ -124,7 +126,7 @@ EDGE_VIEWS = [
 def check_contiguous_strides(sub, shape: tuple[int, ...]) -> None:
     want = torch.empty(shape).stride()
     got = sub.call("strides.contiguous_strides", shape)
-    assert plain_equal(got, want), (
+    assert same(got, want), (
         f"strides.contiguous_strides({shape}) returned {got!r} ({type_tree(got)}), expected {want} (plain ints)")
 
 
@@ -160,7 +162,7 @@ def test_flat_index(sub, layout, data):
         index = tuple(data.draw(st.integers(-n, n - 1)) for n in shape)
         want = int(t[index])
         got = sub.call("strides.flat_index", index, shape, strides, offset)
-        assert plain_equal(got, want), (
+        assert same(got, want), (
             f"strides.flat_index({index}, {shape}, {strides}, {offset}) returned {got!r} ({type_tree(got)}), "
             f"expected the int {want}")
     if offset == 0:
@@ -216,7 +218,7 @@ def check_transpose(sub, shape: tuple[int, ...], strides: tuple[int, ...], dim0:
     t = strided(shape, strides).transpose(dim0, dim1)
     want = (tuple(t.shape), t.stride())
     got = sub.call("strides.transpose", shape, strides, dim0, dim1)
-    assert plain_equal(got, want), (
+    assert same(got, want), (
         f"strides.transpose({shape}, {strides}, {dim0}, {dim1}) returned {got!r} ({type_tree(got)}), "
         f"expected {want} (tuples of plain ints)")
 
@@ -259,7 +261,7 @@ def test_slice_view(sub, layout, cuts):
         view = strided(shape, strides, offset)[(slice(None),) * (dim % n) + (slice(start, stop, step),)]
         want = (tuple(view.shape), view.stride(), view.storage_offset())
         got = sub.call("strides.slice_view", shape, strides, offset, dim, start, stop, step)
-        assert plain_equal(got, want), (
+        assert same(got, want), (
             f"strides.slice_view({shape}, {strides}, {offset}, {dim}, {start}, {stop}, {step}) returned {got!r} "
             f"({type_tree(got)}), "
             f"expected {want} (x[{'..., ' if dim % n else ''}{'' if start is None else start}:"
@@ -270,7 +272,7 @@ def test_slice_view(sub, layout, cuts):
 def check_view_strides(sub, shape: tuple, strides: tuple, new_shape: tuple) -> None:
     want = torch_view_strides(shape, strides, new_shape)
     got = sub.call("strides.view_strides", shape, strides, new_shape)
-    assert plain_equal(got, want), (
+    assert same(got, want), (
         f"strides.view_strides({shape}, {strides}, {new_shape}) returned {got!r} ({type_tree(got)}), expected {want} "
         f"({'Tensor.view raises' if want is None else 'what Tensor.view gives'})")
 
@@ -297,8 +299,8 @@ def test_same_storage(sub):
     """same_storage tells views of one storage from copies (built next to your code)"""
     # Each pair is built in the worker by the judge (handles), by the recipe the judge follows
     # locally: the expected answer is PyTorch's, in the judge; only same_storage runs there.
-    remote = remote_pairs(sub)
-    for name, (a, b) in local_pairs().items():
+    remote = pairs(sub)
+    for name, (a, b) in unwrap(pairs(JUDGE)).items():
         want = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
         got = sub.outcome("strides.same_storage", *remote[name])
         assert not isinstance(got, wire.Raised), f"strides.same_storage({name}) raised {got}, expected {want}"

@@ -24,7 +24,7 @@ Every test first reads the submission's source (the judge's copy: ``optim.py`` a
 of the package it imports, ``__init__.py`` included): a use of torch.optim's optimizers other than
 ``Optimizer``, their modules or functional forms, ``torch._foreach_*``, or any dynamic way of
 reaching code (``importlib``, ``eval``, ``gc``, a computed ``getattr`` on a module...) fails every
-test with the rule, the file and the line (``drive.assert_written_here``). Then each test runs
+test with the rule, the file and the line (``optim_source.assert_written_here``). Then each test runs
 with the delegation tripwires armed (``sub.forbidding``), a second line: the submission calling
 torch.optim's SGD / Adagrad, their step or functional forms, ``torch._foreach_*`` or
 ``importlib.reload`` fails the test with the rule.
@@ -40,6 +40,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from grader.drivers import optim as drive
+from grader.drivers import optim_source
 from grader.drivers.optim import TORCH_NAME, Judge, Scenario, Worker
 
 ORACLE = Judge()
@@ -49,7 +50,7 @@ ORACLE = Judge()
 def no_delegation(sub):
     """Each test: the source read for delegation first, then run with torch.optim's SGD/Adagrad and
     _foreach_ kernels forbidden, start to end."""
-    drive.assert_written_here(sub.source_dir)
+    optim_source.assert_written_here(sub.source_dir)
     with sub.forbidding(drive.DELEGATION, drive.DELEGATION_RULE):
         yield
 

@@ -12,7 +12,6 @@ the worker.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -125,48 +124,6 @@ def refused(raised: Raised | None) -> bool:
     return raised is not None and raised.is_a(ValueError)
 
 
-def short(tokens) -> str:
-    if isinstance(tokens, (np.ndarray, torch.Tensor)):
-        flat = tokens.reshape(-1).tolist()
-        return (f"{type(tokens).__name__} of {tokens.dtype}, shape {tuple(tokens.shape)}, {flat[:8]}"
-                f"{'...' if len(flat) > 8 else ''}")
-    return repr(tokens[:8])[:-1] + (", ...]" if len(tokens) > 8 else "]")
-
-
-def check_windows(tokens: np.ndarray, got, batch: int, length: int, what: str) -> list[int]:
-    """Assert the contract of one (x, y); returns the start of each row."""
-    assert isinstance(got, tuple) and len(got) == 2, f"{what} returned {type(got).__name__}, expected a pair (x, y)"
-    x, y = got
-    for name, t in (("x", x), ("y", y)):
-        assert isinstance(t, torch.Tensor), f"{what}: {name} is a {type(t).__name__}, expected a torch.Tensor"
-        assert t.dtype == torch.int64 and tuple(t.shape) == (batch, length), (
-            f"{what}: {name} is {t.dtype} of shape {tuple(t.shape)}, expected torch.int64 of shape ({batch}, {length})")
-    values = tokens.astype(np.int64)
-    windows = np.lib.stride_tricks.sliding_window_view(values, length + 1)  # row s = tokens[s : s + L + 1]
-    distinct = len(np.unique(values)) == len(values)
-    position = {int(v): s for s, v in enumerate(values)} if distinct else {}
-    starts = []
-    for i in range(batch):
-        row_x, row_y = x[i].numpy(), y[i].numpy()
-        if distinct:  # the only candidate start is where x's first token sits
-            s = position.get(int(row_x[0]), len(windows))
-            ok = s < len(windows) and np.array_equal(windows[s, :-1], row_x) and np.array_equal(windows[s, 1:], row_y)
-            matches = np.array([s] if ok else [], dtype=np.int64)
-        else:
-            matches = np.flatnonzero((windows[:, :-1] == row_x).all(axis=1) & (windows[:, 1:] == row_y).all(axis=1))
-        assert matches.size, (
-            f"{what}: row {i} is x={row_x.tolist()[:8]}..., y={row_y.tolist()[:8]}..., which is not tokens[s:s+L], "
-            f"tokens[s+1:s+L+1] for any valid start 0 <= s <= len(tokens) - L - 1 = {len(values) - length - 1}")
-        starts.append(int(matches[0]))
-    return starts
-
-
-def chi_square_limit(dof: int, z: float = 5.2) -> float:
-    """Wilson-Hilferty upper quantile of chi-square(dof) at z sigmas (z = 5.2: p about 1e-7), a
-    slight overestimate for small dof, so a uniform sampler essentially never fails."""
-    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
-
-
 # --- save_tokens / load_tokens -------------------------------------------------------------------
 # The judge stages every file in a fresh folder of the exchange and reads back what is left there.
 
@@ -177,7 +134,7 @@ def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
     dtype, kind, tokens, values = case
     use_default = default_dtype and dtype == np.uint16
     raised, files = driver.save(sub, tokens, None if use_default else dtype, as_str=as_str)
-    call = f"data.save_tokens({kind} {short(values)}, path{'' if use_default else f', dtype=np.{np.dtype(dtype).name}'})"
+    call = f"data.save_tokens({kind} {driver.short(values)}, path{'' if use_default else f', dtype=np.{np.dtype(dtype).name}'})"
     assert raised is None, f"{call} {raised_text(raised)}, expected it to write the file"
     want = np.array(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()  # the judge's own tofile bytes
     assert list(files) == ["tokens.bin"], f"{call} left {sorted(files)} in the folder, expected only tokens.bin"
@@ -202,7 +159,7 @@ def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing
         f"data.save_tokens(np.arange(10), path) {raised_text(saved)} and left {sorted(written)}, expected tokens.bin "
         "holding the 10 tokens: a function earns its error-path points only when it also answers a valid call")
     raised, files = driver.save(sub, tokens, dtype, existing=existing)
-    call = f"data.save_tokens({short(tokens)}, path, dtype=np.{np.dtype(dtype).name}) [{why}]"
+    call = f"data.save_tokens({driver.short(tokens)}, path, dtype=np.{np.dtype(dtype).name}) [{why}]"
     assert refused(raised), f"{call} {raised_text(raised)}, expected ValueError"
     want = {} if existing is None else {"tokens.bin": existing}
     assert files == want, (
@@ -278,7 +235,7 @@ def test_batches_are_windows_with_shifted_targets(sub, case, seed):
     [got] = driver.seeded_batches(sub, tokens, b, l, [seed], as_file=as_file, devices=True)
     what = (f"data.get_batch({'np.memmap' if as_file else 'array'} of {len(tokens)} {tokens.dtype} tokens, {b!r}, {l!r}, "
             "'cpu', rng)")
-    check_windows(tokens, got.value, batch, length, what)
+    driver.check_windows(tokens, got.value, batch, length, what)
     assert all(d == "cpu" for d in got.devices), f"{what} returned tensors on {list(got.devices)}, expected the CPU"
 
 
@@ -290,12 +247,12 @@ def test_exactly_the_valid_starts(sub, length, seed):
     one = np.arange(length + 1, dtype=np.int64) * 7 + 3
     [got] = driver.seeded_batches(sub, one, 64, length, [seed])
     what = f"data.get_batch(tokens of length {length + 1}, 64, {length}, 'cpu', rng)"
-    starts = check_windows(one, got.value, 64, length, what)
+    starts = driver.check_windows(one, got.value, 64, length, what)
     assert set(starts) == {0}, f"{what} drew starts {sorted(set(starts))}, expected only 0"
     two = np.arange(length + 2, dtype=np.int64) * 7 + 3
     [got] = driver.seeded_batches(sub, two, 200, length, [seed])
     what = f"data.get_batch(tokens of length {length + 2}, 200, {length}, 'cpu', rng)"
-    starts = check_windows(two, got.value, 200, length, what)
+    starts = driver.check_windows(two, got.value, 200, length, what)
     assert set(starts) == {0, 1}, (f"{what} drew starts {sorted(set(starts))} in 200 rows, expected both 0 and 1 "
                                    "(the last valid start len - L - 1 must be reachable)")
     tokens = np.arange(length + 5, dtype=np.uint16)
@@ -313,11 +270,11 @@ def test_starts_are_uniform(sub, starts, length, seed):
     tokens = np.arange(starts + length, dtype=np.int64)  # x[i, 0] is the start of row i
     [got] = driver.seeded_batches(sub, tokens, draws, length, [seed])
     what = f"data.get_batch(arange({starts + length}), {draws}, {length}, 'cpu', rng)"
-    check_windows(tokens, got.value, draws, length, what)
+    driver.check_windows(tokens, got.value, draws, length, what)
     first = got.value[0][:, 0].numpy()
     counts = np.bincount(first, minlength=starts)
     chi2 = float(((counts - 300) ** 2 / 300).sum())  # computed in the judge from the rows read back
-    limit = chi_square_limit(starts - 1)
+    limit = driver.chi_square_limit(starts - 1)
     assert chi2 < limit, (f"{what}: start counts {counts.tolist()}, expected about 300 each "
                           f"(chi-square {chi2:.1f} over the limit {limit:.1f}): draw each start uniformly")
 
@@ -331,7 +288,7 @@ def test_generator_makes_batches_reproducible(sub, seed, as_file):
     a, b, c = (got.value for got in driver.seeded_batches(sub, tokens, 16, 32, [seed, seed, seed + 1], as_file=as_file))
     what = f"data.get_batch(20000 tokens, 16, 32, 'cpu', np.random.default_rng({seed}))"
     for got in (a, b, c):
-        check_windows(tokens, got, 16, 32, what)
+        driver.check_windows(tokens, got, 16, 32, what)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), (
         f"{what} twice (numpy's and torch's global RNGs reseeded differently in between) gave different batches "
         f"(first starts {a[0][:4, 0].tolist()} vs {b[0][:4, 0].tolist()}): draw the starts from the generator")
@@ -347,14 +304,14 @@ def test_global_numpy_rng_without_generator(sub, seed):
     a, b, c = (got.value for got in driver.global_batches(sub, tokens, 16, 32, [seed, seed, seed + 1]))
     what = "data.get_batch(20000 tokens, 16, 32, 'cpu')"
     for got in (a, b, c):
-        check_windows(tokens, got, 16, 32, what)
+        driver.check_windows(tokens, got, 16, 32, what)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), (
         f"np.random.seed({seed}); {what} twice (torch's RNG reseeded differently in between) gave different batches: "
         "with generator=None draw from numpy's global RNG (np.random.randint / np.random.choice)")
     assert not torch.equal(a[0], c[0]), f"{what} gave the same batch after np.random.seed({seed}) and ({seed + 1})"
     minimal = np.arange(33, dtype=np.uint32)  # one window of 32 plus its next token: every start is 0
     (only,) = driver.global_batches(sub, minimal, 16, 32, [seed])
-    check_windows(minimal, only.value, 16, 32, "data.get_batch(33 tokens, 16, 32, 'cpu')")
+    driver.check_windows(minimal, only.value, 16, 32, "data.get_batch(33 tokens, 16, 32, 'cpu')")
 
 
 @pytest.mark.points(1)
@@ -385,7 +342,7 @@ def test_memory_of_sampling_a_256mib_file(sub):
     batches, cost = driver.batch_cost(sub, TOKEN_FILE_BYTES, calls=2, batch_size=8, context_length=256)
     what = f"2 x data.get_batch(np.memmap of {where}, 8, 256, 'cpu', rng)"
     for got in batches:
-        check_windows(np.zeros(260, dtype=np.uint16), got, 8, 256, what)  # all tokens are 0
+        driver.check_windows(np.zeros(260, dtype=np.uint16), got, 8, 256, what)  # all tokens are 0
     assert cost.touched_mib < limit, (
         f"{what} grew peak memory by {cost.peak_mib:.0f} MiB ({cost.source}) and read {cost.read_mib:.0f} MiB, "
         f"expected well under {limit:.0f} MiB (a few MiB): index the memmap at the sampled windows only; {advice}")
@@ -403,7 +360,7 @@ def test_cuda_batches_come_from_pinned_memory(sub):
     tokens = np.random.default_rng(9).integers(0, 50_000, size=20_000).astype(np.uint16)
     got, pinned = driver.cuda_batch(sub, tokens, batch_size=8, context_length=64, seed=3)
     what = "data.get_batch(20000 tokens, 8, 64, 'cuda', rng)"
-    check_windows(tokens, got.value, 8, 64, what)
+    driver.check_windows(tokens, got.value, 8, 64, what)
     assert got.devices and all(d.startswith("cuda") for d in got.devices), (
         f"{what} returned tensors on {list(got.devices)}, expected the GPU")
     assert pinned, (f"{what}: torch's pinned host allocator handed out no block during the call: build the batch "

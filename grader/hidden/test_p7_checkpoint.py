@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import io
 import math
-import string
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from grader import wire
 from grader.drivers import checkpoint as drive
 from grader.drivers import checkpoint_file
 from grader.drivers.folder import Folder
+from grader.drivers.checkpoint_values import extras, iterations
+from grader.drivers.same import same, shown
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
@@ -38,9 +38,6 @@ EXTRAS = "checkpoint.load_checkpoint_extras"
 RNG_NAMES = {"torch": "torch's CPU generator (torch.get_rng_state)",
              "numpy": "numpy's global RNG (np.random.get_state, including its cached gaussian)",
              "python": "Python's random module (random.getstate)"}
-# One clear failure per test, and no "explain" phase (it replays a failing example hundreds of times).
-# Keyword names save_checkpoint's own parameters take: an extra cannot be called like them.
-RESERVED = {"model", "optimizer", "iteration", "out"}
 # The iteration saved with a staged run: no other number in these checkpoints equals it, so the
 # judge finding it in the file means it was saved.
 ITERATION = 4099
@@ -54,38 +51,6 @@ def fresh(sub):
 
 
 # --- comparisons (exact: a resumed run must be bit-identical) -------------------------------------
-
-def same(a: object, b: object) -> bool:
-    """Equal with the same types all the way down; floats bit-for-bit (NaN equals NaN); tensors by
-    dtype, shape and bytes."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, torch.Tensor):
-        return (a.dtype == b.dtype and a.shape == b.shape  # an empty tensor may have stride 0: no bytes view
-                and (a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))))
-    if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b) or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, complex):
-        return same(a.real, b.real) and same(a.imag, b.imag)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return a == b
-
-
-def differing(want: dict, got: object) -> list[str]:
-    """Names of the entries of a state dict that are missing or not bit-identical."""
-    if not isinstance(got, dict):
-        return ["<not a dict>"]
-    return sorted(str(k) for k in set(want) | set(got) if k not in got or k not in want or not same(want[k], got[k]))
-
-
-def shown(value: object, limit: int = 200) -> str:
-    """A value for a message: an exception as "raised Type: message", anything else as a short repr."""
-    text = f"raised {value}" if isinstance(value, wire.Raised) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
 
 def check_no_raise(value: object, what: str) -> None:
     assert not isinstance(value, wire.Raised), f"{what} raised {value}, expected it to succeed"
@@ -103,44 +68,6 @@ def check_holds(data: bytes, call: str, **expected: object) -> None:
     why = checkpoint_file.check(data, **expected)
     assert not why, (f"the checkpoint {call} wrote is not what was saved: {why} (read by the judge with "
                      "torch.load(weights_only=True); see handout.md, P7, 'What is graded')")
-
-
-# --- strategies ---------------------------------------------------------------------------------
-
-def iterations() -> st.SearchStrategy:
-    """Valid counts (ints, whole floats such as 2e3) and invalid ones (negative, fractional, non-finite)."""
-    valid = st.integers(0, 10**15) | st.integers(0, 2**53).map(float) | st.sampled_from([0, 1, 2e3, 70e9])
-    invalid = (st.integers(max_value=-1) | st.floats(max_value=-1.0, allow_infinity=False)
-               | st.floats(0.0, 1e6).filter(lambda v: not v.is_integer()) | st.sampled_from([math.inf, math.nan]))
-    return valid | invalid
-
-
-def tensors() -> st.SearchStrategy[torch.Tensor]:
-    dtypes = st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.int8, np.uint8, np.bool_])
-    arrays = hnp.arrays(dtypes, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
-    as_tensor = st.builds(lambda a: torch.from_numpy(np.array(a)), arrays)
-    return as_tensor | as_tensor.map(lambda t: t.to(torch.bfloat16) if t.is_floating_point() else t)
-
-
-# Every character but surrogates, as st.text's default, without its codec: that default (and
-# st.from_regex) first tests all 1.1 million code points against UTF-8, a 200 MB transient that
-# alone overflows a 768 MB Gradescope container.
-CHARACTERS = st.characters(exclude_categories=("Cs",))
-
-
-def safe_values() -> st.SearchStrategy:
-    """Every kind of value an extra may be, nested."""
-    scalars = (st.booleans() | st.integers() | st.floats() | st.complex_numbers() | st.text(CHARACTERS, max_size=6)
-               | st.none() | tensors())
-    keys = st.text(CHARACTERS, max_size=5) | st.integers(-5, 5)
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
-                        | st.dictionaries(keys, inner, max_size=3), max_leaves=10)
-
-
-def extras() -> st.SearchStrategy[dict]:
-    names = st.builds(str.__add__, st.sampled_from(string.ascii_lowercase + "_"),
-                      st.text(string.ascii_lowercase + string.digits + "_", max_size=8)).filter(lambda n: n not in RESERVED)
-    return st.dictionaries(names, safe_values(), max_size=4)
 
 
 # --- tests --------------------------------------------------------------------------------------
@@ -204,10 +131,10 @@ def test_model_and_optimizer_state_restored(sub, fresh):
         what = f"{LOAD}(path, fresh_model, fresh_{optimizer}) after 3 training steps, in a fresh process"
         assert iteration == ITERATION and type(iteration) is int, (
             f"{what} returned {shown(iteration)}, expected the saved iteration {ITERATION}")
-        bad = differing(point.model, drive.model_state(fresh.sub, model))
+        bad = checkpoint_file.differing(point.model, drive.model_state(fresh.sub, model))
         assert not bad, (f"{what}: the model's state_dict entries {bad} differ from the saved model's "
                          "(parameters and buffers such as BatchNorm's running statistics must be restored)")
-        bad = differing(point.optimizer_state, drive.optimizer_state(loaded))
+        bad = checkpoint_file.differing(point.optimizer_state, drive.optimizer_state(loaded))
         assert not bad, (f"{what}: the optimizer's state entries {bad} (<param index>.<name>) differ from the saved "
                          "optimizer's: save optimizer.state_dict() and load it with optimizer.load_state_dict()")
 
@@ -237,7 +164,7 @@ def test_resume_is_bit_identical(sub, fresh):
                 "fresh model and optimizer, train 4 steps (batches from torch, numpy and random, dropout)")
         assert resumed == point.losses, (
             f"{what}: losses {resumed}, expected exactly {point.losses} (the uninterrupted run)")
-        bad = differing(point.final, drive.model_state(fresh.sub, model))
+        bad = checkpoint_file.differing(point.final, drive.model_state(fresh.sub, model))
         assert not bad, f"{what}: the final {bad} are not bit-identical to the uninterrupted run's"
 
 
@@ -276,10 +203,10 @@ def test_file_objects(sub, fresh):
         what = f"{LOAD}({source} positioned after the prefix, ...) in a fresh process"
         iteration = fresh.sub.outcome(LOAD, src, fresh_model, fresh_optimizer)
         assert iteration == ITERATION, f"{what} returned {shown(iteration)}, expected {ITERATION}"
-        bad = differing(point.model, drive.model_state(fresh.sub, fresh_model))
+        bad = checkpoint_file.differing(point.model, drive.model_state(fresh.sub, fresh_model))
         assert not bad, f"{what}: the model entries {bad} differ from the saved model's"
         if kind == "buffer":
-            bad = differing(point.optimizer_state, drive.optimizer_state(fresh_optimizer))
+            bad = checkpoint_file.differing(point.optimizer_state, drive.optimizer_state(fresh_optimizer))
             assert not bad, f"{what}: the optimizer state entries {bad} differ from the saved optimizer's"
         src.call("seek", len(prefix))
         extras = fresh.sub.outcome(EXTRAS, src)
@@ -461,7 +388,7 @@ def test_cuda_rng_and_model_restored(sub, fresh):
     devices = sorted({str(parameters.call("__getitem__", i, keep=True).get("device"))
                       for i in range(parameters.call("__len__"))})
     assert devices == ["cuda:0"], f"after {LOAD}(...) the model's parameters are on {devices}, expected cuda:0"
-    bad = differing(point.model, drive.model_state(fresh.sub, fresh_model))
+    bad = checkpoint_file.differing(point.model, drive.model_state(fresh.sub, fresh_model))
     assert not bad, f"{LOAD}(...) into a fresh CUDA model: entries {bad} differ from the saved model's"
     assert same(got, expected), (
         f"after {LOAD}(...), torch.randn(16, device='cuda') drew {got.tolist()[:4]}..., expected "

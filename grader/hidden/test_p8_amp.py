@@ -1,186 +1,36 @@
 """Hidden suite for P8 (amp.py): autocast, gradient scaling and clipping, checkpointing, speed.
 
-The judge drives the submission (grader/drivers/amp.py): it builds the model, the SGD optimizer,
-the ``nn.MSELoss`` and the CPU ``GradScaler`` in the worker as library objects with the weights it
-sends, calls ``amp.train_step``/``amp.train``/``amp.checkpointed`` on them, and reads back the
-parameters, gradients, scale and returned values. The precision a step ran in is shown by those values,
-on inputs where 16-bit rounding shows (a 16-bit step's loss and update are far from an fp32 step's),
-never by hooks the worker could call itself. Nothing but the submission's code and library objects
-runs in the worker. The oracles run here, in the judge: the
-same model built from the same weights, the loss computed by hand (under
-``torch.autocast("cpu", dtype)`` for bf16/fp16), ``torch.nn.utils.clip_grad_norm_`` for the
-pre-clip norm and the clipped gradients, a plain SGD update, a local ``torch.amp.GradScaler`` for
-what an inf/NaN gradient does to the scale, and a plain loop measured with ``saved_tensors_hooks``
-for activation memory. Measurements of the submission are taken from outside the worker: the
-memory its whole process tree holds (its cgroup, else /proc: ``sub.measure``), its device memory as the NVIDIA driver reports it, and the
-wall time around each call; the GPU reference figures are measured in the judge process.
+The judge builds the model, SGD, ``nn.MSELoss`` and CPU ``GradScaler`` in the worker as library
+objects (grader/drivers/amp.py), calls ``amp.train_step``/``amp.train``/``amp.checkpointed`` on them
+and reads back parameters, gradients, scale and returned values; the oracles run in the judge
+(grader/drivers/amp_oracle.py). The precision a step ran in shows in those values, on inputs where
+16-bit rounding shows, never by hooks the worker could call itself: nothing but the submission's code and library objects
+runs in the worker. Measurements are taken from
+outside the worker: its process tree's memory (``sub.measure``), its device memory as the NVIDIA
+driver reports it, the wall time around each call; GPU reference figures come from the judge process.
 """
 from __future__ import annotations
 
-import math
-import time
 import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader import wire
 from grader.drivers import amp as drive
+from grader.drivers.amp_oracle import (ATOL_PARAMS, DTYPES, RTOL, RTOL_16, VISIBLE_OFFSET, batch, blocks_state,
+                                       close, dot_loss, judge_bf16_reference, judge_plain_cuda, max_param_diff,
+                                       model_state, oracle_norm, oracle_run, oracle_scale, oracle_step,
+                                       plain_blocks_run, plain_saved_bytes, scalers, setups, visible_case)
+from grader.drivers.same import shown
 
-STEP = "amp.train_step"
 CKPT = "amp.checkpointed"
 TRAIN = "amp.train"
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# One clear failure per test, and no "explain" phase (it replays a failing example hundreds of times).
-# Tolerances. The worker and the oracle run the same PyTorch ops on the same CPU, so fp32 results
-# agree to rounding: the loss and norm within 1e-5 relative. Gradient scaling by a power of two is
-# exact, so the unscaled gradients match too. An SGD step p - lr*g may differ from torch's fused
-# p.add_(g, alpha=-lr) by an ulp: 1e-6 absolute on parameters of size ~1.
-# Under bf16/fp16 autocast an output rounded to 8 (or 11) significant bits can round the other way if the
-# worker's CPU kernels accumulate in another order (other thread counts): 2e-2 covers that.
-RTOL = 1e-5
-RTOL_16 = 2e-2
-ATOL_PARAMS = 1e-6
-VISIBLE_OFFSET = 256.0  # bf16 spaces numbers near 256 by 2, fp16 by 0.25: a cast moves them visibly
-
-
-# --- oracle ---------------------------------------------------------------------------------------
-
-def model_state(seed: int, width: int, d_in: int = 8, d_out: int = 4) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {"0.weight": torch.randn(width, d_in, generator=g) / math.sqrt(d_in),
-            "0.bias": 0.1 * torch.randn(width, generator=g),
-            "2.weight": torch.randn(d_out, width, generator=g) / math.sqrt(width),
-            "2.bias": 0.1 * torch.randn(d_out, generator=g)}
-
-
-def batch(seed: int, n: int, d_in: int = 8, d_out: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(10_000 + seed)
-    return torch.randn(n, d_in, generator=g), torch.randn(n, d_out, generator=g)
-
-
-def oracle_model(state: dict[str, torch.Tensor]) -> torch.nn.Sequential:
-    width, d_in = state["0.weight"].shape
-    model = drive.local_sequential(drive.mlp(d_in, width, state["2.weight"].shape[0]))
-    model.load_state_dict(state)
-    return model
-
-
-def dot_loss(prediction: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The Trainer's "dot" loss: a matmul, so autocast runs it in 16 bits."""
-    return torch.einsum("ij,ij->", prediction, y)
-
-
-def oracle_step(state, x, y, precision: str = "fp32", max_grad_norm: float | None = None, lr: float = 0.1,
-                loss_fn=F.mse_loss):
-    """(loss, pre-clip norm or None, parameters after one SGD step), computed by hand."""
-    model = oracle_model(state)
-    if precision == "fp32":
-        loss = loss_fn(model(x), y)
-    else:
-        with torch.autocast("cpu", dtype=DTYPES[precision]):
-            loss = loss_fn(model(x), y)
-    loss.backward()
-    norm = None
-    if max_grad_norm is not None:
-        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    after = {name: (p - lr * p.grad).detach() for name, p in model.named_parameters()}
-    return loss.item(), norm, after
-
-
-def oracle_norm(state, x, y, precision: str = "fp32") -> float:
-    model = oracle_model(state)
-    with torch.autocast("cpu", dtype=DTYPES[precision], enabled=precision != "fp32"):
-        F.mse_loss(model(x), y).backward()
-    return float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]))
-
-
-def visible_case(seed: int, width: int, n: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
-    """A model and a batch on which 16-bit rounding shows: x = 256 + noise loses up to 1 (bf16) or
-    0.125 (fp16) in the cast, the first layer's rows are centred so that its float32 outputs stay
-    near 1 however large x is, and y is the float32 model's own prediction. An fp32 step has loss 0
-    and leaves the parameters where they are; a 16-bit step's loss is its rounding error (seen over
-    widths 1-32 and batches 1-16: bf16 6e-4 to 0.8, fp16 3e-6 to 0.02) and moves them by 0.01 or more."""
-    state = model_state(seed, width)
-    state["0.weight"] = state["0.weight"] - state["0.weight"].mean(dim=1, keepdim=True)
-    x = batch(seed, n)[0] + VISIBLE_OFFSET
-    with torch.no_grad():
-        y = oracle_model(state)(x)
-    return state, x, y
-
-
-def max_param_diff(got: dict, want: dict) -> float:
-    return max((got[k].double() - want[k].double()).abs().max().item() for k in want)
-
-
-def shown(value: object, limit: int = 200) -> str:
-    """A value for a message: an exception as "raised Type: message", anything else as a short repr."""
-    text = f"raised {value}" if isinstance(value, wire.Raised) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def check_result(result: object, call: str) -> dict:
-    assert isinstance(result, dict) and set(result) == {"loss", "grad_norm", "skipped"}, (
-        f"{call} returned {shown(result)}, expected a dict with exactly the keys 'loss', 'grad_norm', 'skipped'")
-    assert type(result["loss"]) is float, f"{call} returned loss {result['loss']!r:.100}, expected a Python float"
-    assert type(result["skipped"]) is bool, f"{call} returned skipped {result['skipped']!r:.100}, expected a bool"
-    assert result["grad_norm"] is None or type(result["grad_norm"]) is float, (
-        f"{call} returned grad_norm {result['grad_norm']!r:.100}, expected a Python float or None")
-    return result
-
-
-def close(got: float, want: float, rtol: float = RTOL) -> bool:
-    return abs(got - want) <= rtol * abs(want) + 1e-12
-
-
-def describe(precision: str, scaler: dict | None, max_grad_norm: float | None, extra: str = "") -> str:
-    scaler_text = "None" if scaler is None else f"GradScaler('cpu', {', '.join(f'{k}={v!r}' for k, v in scaler.items())})"
-    return (f"{STEP}(model, (x, y), mse_loss, SGD, scaler={scaler_text}, precision={precision!r}, "
-            f"max_grad_norm={max_grad_norm}){extra}")
-
-
-# --- strategies ---------------------------------------------------------------------------------
-
-def setups() -> st.SearchStrategy[tuple]:
-    """(seed, width, batch size): small models and batches."""
-    return st.tuples(st.integers(0, 10**6), st.integers(1, 32), st.integers(1, 16))
-
-
-def scalers() -> st.SearchStrategy[dict | None]:
-    """No scaler, or a CPU GradScaler with a power-of-two initial scale."""
-    return st.none() | st.builds(lambda k: {"init_scale": 2.0**k}, st.integers(0, 24))
 
 
 # --- train_step -----------------------------------------------------------------------------------
-
-def run_steps(sub, state, x, y, precision="fp32", scaler=None, max_grad_norm=None, lr=0.1, poisons=(None,),
-              loss="mse"):
-    """``amp.train_step`` once per entry of ``poisons`` on a Trainer built in the worker: the trainer
-    (to read back parameters and gradients), the results, and the scale after each step."""
-    trainer = drive.Trainer(sub, state, lr=lr, scaler=scaler, loss=loss)
-    results, scales = [], []
-    for poison in poisons:
-        results.append(trainer.step(x, y, precision, max_grad_norm, poison))
-        if scaler is not None:
-            scales.append(trainer.scale())
-    return trainer, results, scales
-
-
-def oracle_scale(init_scale: float, found_inf: list[bool], growth_interval: int = 2000) -> float:
-    """A local CPU GradScaler's scale after steps whose gradients are (or are not) inf."""
-    weight = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.SGD([weight], lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
-    for inf in found_inf:
-        scaler.scale(weight.sum() * (math.inf if inf else 1.0)).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad()
-    return scaler.get_scale()
-
 
 @pytest.mark.points(1)
 @settings(max_examples=15)
@@ -189,9 +39,9 @@ def test_fp32_step_matches_a_manual_step(sub, setup, lr):
     """An fp32 train_step returns the loss and makes the SGD update a manual step makes"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
-    trainer, results, scales = run_steps(sub, state, x, y, lr=lr)
-    call = describe("fp32", None, None, f" with SGD(lr={lr:.4g}), width {width}, batch {n}")
-    result = check_result(results[0], call)
+    trainer, results, scales = drive.run_steps(sub, state, x, y, lr=lr)
+    call = drive.describe("fp32", None, None, f" with SGD(lr={lr:.4g}), width {width}, batch {n}")
+    result = drive.check_result(results[0], call)
     want_loss, _, want_params = oracle_step(state, x, y, lr=lr)
     assert close(result["loss"], want_loss), (
         f"{call} returned loss {result['loss']!r}, expected {want_loss!r} (loss_fn(model(x), y) before the update)")
@@ -211,10 +61,10 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
         scaler = {"init_scale": 1024.0}
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
-    trainer, results, scales = run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[None] * steps)
-    call = describe(precision, scaler, max_grad_norm, f" called {steps} time(s)")
+    trainer, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[None] * steps)
+    call = drive.describe(precision, scaler, max_grad_norm, f" called {steps} time(s)")
     for result in results:
-        check_result(result, call)
+        drive.check_result(result, call)
     grads_none = trainer.grads_none()
     grads = ["None" if none else "a tensor" for none in grads_none]
     assert all(grads_none), (
@@ -238,9 +88,9 @@ def test_grad_norm_is_the_unscaled_norm_before_clipping(sub, setup, precision, s
     """grad_norm is clip_grad_norm_'s total norm before clipping, on unscaled gradients"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
-    trainer, results, scales = run_steps(sub, state, x, y, precision, scaler, max_grad_norm)
-    call = describe(precision, scaler, max_grad_norm)
-    result = check_result(results[0], call)
+    trainer, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm)
+    call = drive.describe(precision, scaler, max_grad_norm)
+    result = drive.check_result(results[0], call)
     want = oracle_norm(state, x, y, precision)
     assert result["grad_norm"] is not None and close(result["grad_norm"], want, 1e-4 if precision == "fp32" else RTOL_16), (
         f"{call} returned grad_norm {result['grad_norm']!r}, expected {want!r}: the norm "
@@ -256,9 +106,9 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
     max_grad_norm = fraction * oracle_norm(state, x, y)
-    trainer, results, scales = run_steps(sub, state, x, y, scaler=scaler, max_grad_norm=max_grad_norm, lr=lr)
-    call = describe("fp32", scaler, f"{max_grad_norm:.4g} ({fraction:.2f} x the gradient norm)", f" with SGD(lr={lr:.3g})")
-    check_result(results[0], call)
+    trainer, results, scales = drive.run_steps(sub, state, x, y, scaler=scaler, max_grad_norm=max_grad_norm, lr=lr)
+    call = drive.describe("fp32", scaler, f"{max_grad_norm:.4g} ({fraction:.2f} x the gradient norm)", f" with SGD(lr={lr:.3g})")
+    drive.check_result(results[0], call)
     _, _, want = oracle_step(state, x, y, max_grad_norm=max_grad_norm, lr=lr)
     diff = max_param_diff(trainer.parameters(), want)
     assert diff <= ATOL_PARAMS, (
@@ -275,9 +125,9 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
     scaler = {"init_scale": 2.0**k}
-    call = describe(precision, scaler, max_grad_norm, f" with an {poison} gradient")
-    trainer, results, scales = run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[poison])
-    result = check_result(results[0], call)
+    call = drive.describe(precision, scaler, max_grad_norm, f" with an {poison} gradient")
+    trainer, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[poison])
+    result = drive.check_result(results[0], call)
     assert result["skipped"] is True, f"{call} returned skipped {result['skipped']!r}, expected True"
     diff = max_param_diff(trainer.parameters(), state)
     assert diff == 0, f"{call} changed the parameters by up to {diff:.3g}, expected them unchanged (scaler.step skips)"
@@ -290,9 +140,9 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     # once a gradient exceeds 65504 / 2**(k-1) (and then skipping is right), so it starts at 2**9 at most.
     k = min(k, 9)
     scaler = {"init_scale": 2.0**k}
-    call = describe(precision, scaler, max_grad_norm, f" with an {poison} gradient")
-    trainer, results, scales = run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[poison, None])
-    result = check_result(results[1], f"{call}, then a normal step")
+    call = drive.describe(precision, scaler, max_grad_norm, f" with an {poison} gradient")
+    trainer, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[poison, None])
+    result = drive.check_result(results[1], f"{call}, then a normal step")
     want_scale = oracle_scale(2.0**k, [True, False])
     assert result["skipped"] is False and scales[1] == want_scale, (
         f"{call}, then a normal step: skipped {result['skipped']!r}, scale {scales[1]!r}, expected skipped "
@@ -307,9 +157,9 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
 
     # A good step after which update() grows the scale (growth_interval=1) was not skipped either.
     scaler = {"init_scale": 2.0**k, "growth_interval": 1}
-    call = describe(precision, scaler, max_grad_norm, "")
-    _, results, scales = run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[None])
-    result = check_result(results[0], call)
+    call = drive.describe(precision, scaler, max_grad_norm, "")
+    _, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[None])
+    result = drive.check_result(results[0], call)
     want_scale = oracle_scale(2.0**k, [False], growth_interval=1)
     assert result["skipped"] is False and scales[0] == want_scale, (
         f"{call}: skipped {result['skipped']!r}, scale {scales[0]!r}, expected skipped False and the scale grown "
@@ -331,10 +181,9 @@ def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
     assert abs(want - theirs) > 10 * (rtol * abs(want) + 1e-12), f"inputs where {precision} and {other} agree"
     how = ("no autocast" if precision == "fp32" else
            f"torch.autocast(x.device.type, dtype={DTYPES[precision]}) around forward and loss")
-    call = describe(precision, scaler, None,
-                    f" on CPU tensors x = {VISIBLE_OFFSET:g} + noise, y the fp32 model's output")
-    trainer, results, _ = run_steps(sub, state, x, y, precision, scaler)
-    result = check_result(results[0], call)
+    call = drive.describe(precision, scaler, None, f" on CPU tensors x = {VISIBLE_OFFSET:g} + noise, y the fp32 model's output")
+    trainer, results, _ = drive.run_steps(sub, state, x, y, precision, scaler)
+    result = drive.check_result(results[0], call)
     assert close(result["loss"], want, rtol), (
         f"{call} returned loss {result['loss']!r}, expected {want!r} ({how}; {other} would give {theirs!r})")
     moved = max_param_diff(want_params, state)
@@ -343,20 +192,13 @@ def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
         f"{call}: the parameters are {diff:.3g} away from one SGD step on the gradients of that loss ({how}), "
         f"which moves them by up to {moved:.3g}; {other} moves them by {max_param_diff(their_params, state):.3g}")
     # A matmul in the loss takes the 16-bit prediction and float32 y together only inside autocast.
-    call = describe(precision, scaler, None, " with loss_fn = einsum('ij,ij->', prediction, y)")
+    call = drive.describe(precision, scaler, None, " with loss_fn = einsum('ij,ij->', prediction, y)")
     want, _, _ = oracle_step(state, x, y, precision, loss_fn=dot_loss)
-    _, results, _ = run_steps(sub, state, x, y, precision, scaler, loss="dot")
+    _, results, _ = drive.run_steps(sub, state, x, y, precision, scaler, loss="dot")
     assert not isinstance(results[0], wire.Raised), (
         f"{call} raised {results[0]}, expected the loss computed inside autocast too: {how}")
-    got = check_result(results[0], call)["loss"]
+    got = drive.check_result(results[0], call)["loss"]
     assert close(got, want, rtol), f"{call} returned loss {got!r}, expected {want!r} ({how})"
-
-
-def why_refused(kwargs: dict) -> str:
-    """The contract's reason for refusing these arguments."""
-    if kwargs.get("max_grad_norm") is not None and kwargs["max_grad_norm"] <= 0:
-        return "max_grad_norm must be a positive number or None"
-    return "fp16 needs a GradScaler" if kwargs["precision"] == "fp16" else "precision is fp32, bf16 or fp16"
 
 
 @pytest.mark.points(1)
@@ -364,9 +206,9 @@ def test_bad_arguments_raise_value_error(sub):
     """fp16 without a scaler, unknown precisions and a max_grad_norm that is not positive raise ValueError
     before touching the model"""
     state, (x, y) = model_state(0, 8), batch(0, 4)
-    valid = check_result(drive.Trainer(sub, state).step(x, y, precision="fp32"), f"{STEP}(..., precision='fp32')")
+    valid = drive.check_result(drive.Trainer(sub, state).step(x, y, precision="fp32"), f"{drive.STEP}(..., precision='fp32')")
     assert close(valid["loss"], oracle_step(state, x, y)[0]), (  # error paths count only beside working code
-        f"{STEP}(model, (x, y), mse_loss, SGD) returned loss {valid['loss']!r}, expected {oracle_step(state, x, y)[0]!r}: "
+        f"{drive.STEP}(model, (x, y), mse_loss, SGD) returned loss {valid['loss']!r}, expected {oracle_step(state, x, y)[0]!r}: "
         "a function earns its error-path points only when it also answers a valid call")
     cases = [dict(precision="fp16"), dict(precision="fp16", max_grad_norm=1.0), dict(precision="fp8"),
              dict(precision="float32"), dict(precision="BF16", scaler={}), dict(precision="fp32", max_grad_norm=0.0),
@@ -374,46 +216,15 @@ def test_bad_arguments_raise_value_error(sub):
     for kwargs in cases:
         trainer = drive.Trainer(sub, state, scaler=kwargs.pop("scaler", None))
         outcome = trainer.step(x, y, **kwargs)
-        scaler_text = "GradScaler('cpu')" if trainer.scaler is not None else "None"
-        arguments = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        call = f"{STEP}(model, (x, y), mse_loss, SGD, scaler={scaler_text}, {arguments})"
+        call = drive.described(trainer, kwargs)
         assert isinstance(outcome, wire.Raised) and outcome.is_a(ValueError), (
             f"{call} gave {shown(outcome)}, expected ValueError "
-            f"({why_refused(kwargs)})")
+            f"({drive.why_refused(kwargs)})")
         diff = max_param_diff(trainer.parameters(), state)
         assert diff == 0, f"{call} changed the parameters before raising, expected them untouched"
 
 
 # --- checkpointed ---------------------------------------------------------------------------------
-
-def blocks_state(seed: int, depth: int, width: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    state = {}
-    for i in range(depth):
-        state[f"{i}.0.weight"] = torch.randn(2 * width, width, generator=g) / math.sqrt(width)
-        state[f"{i}.0.bias"] = 0.1 * torch.randn(2 * width, generator=g)
-        state[f"{i}.3.weight"] = torch.randn(width, 2 * width, generator=g) / math.sqrt(2 * width)
-        state[f"{i}.3.bias"] = 0.1 * torch.randn(width, generator=g)
-    return state
-
-
-def plain_saved_bytes(blocks: torch.nn.ModuleList, x: torch.Tensor) -> int:
-    """Bytes a plain forward keeps for backward (each storage once, parameters excluded)."""
-    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
-    kept: dict[int, int] = {}
-
-    def pack(tensor):
-        if tensor.untyped_storage().data_ptr() not in params:
-            kept[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        out = x
-        for block in blocks:
-            out = block(out)
-    out.square().mean().backward()
-    return sum(kept.values())
-
 
 @pytest.mark.points(1)
 @settings(max_examples=15)
@@ -423,17 +234,12 @@ def test_checkpointed_values_and_gradients(sub, depth, width, n, input_grad, dro
     """checkpointed gives the plain forward's output and gradients (dropout and x without grad included)"""
     state = blocks_state(seed, depth, width)
     x = torch.randn(n, width, generator=torch.Generator().manual_seed(seed + 1))
-    held, _ = drive.remote_blocks(sub, drive.block(width, dropout), depth, state)
+    held, _ = drive.blocks(sub, drive.block(width, dropout), depth, state)
     x_held, out_held = drive.checkpointed(sub, held, x, input_grad, enabled, seed)
     call = (f"{CKPT}({depth} MLP blocks of width {width} with Dropout({dropout}), x of shape {(n, width)} "
             f"requires_grad={input_grad}, enabled={enabled})")
     got = out_held.read()
-    blocks, x_oracle = drive.local_blocks(drive.block(width, dropout), depth, state), x.clone().requires_grad_(input_grad)
-    torch.manual_seed(seed)  # the same dropout masks as the worker's run (seeded the same way there)
-    out = x_oracle
-    for block in blocks:
-        out = block(out)
-    out.square().sum().backward()
+    blocks, x_oracle, out = plain_blocks_run(state, drive.block(width, dropout), depth, x, input_grad, seed)
     # The same ops in the same order: the recomputation in backward matches the forward to rounding.
     assert isinstance(got, torch.Tensor) and got.shape == out.shape and torch.allclose(got, out.detach(), rtol=1e-5, atol=1e-6), (
         f"{call} returned {shown(got) if not isinstance(got, torch.Tensor) or got.shape != out.shape else 'values up to %.3g' % (got - out.detach()).abs().max().item()} "
@@ -465,29 +271,17 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     depth, width, n = 6, 16, 32768
     state = blocks_state(0, depth, width)
     x = torch.randn(n, width, generator=torch.Generator().manual_seed(1))
-    plain = plain_saved_bytes(drive.local_blocks(drive.block(width), depth, state), x)
+    plain = plain_saved_bytes(drive.block(width), depth, state, x)
     block_input = x.numel() * x.element_size()
     call = f"{CKPT}({depth} MLP blocks of width {width}, x of shape {(n, width)}"
-    held, blocks = drive.remote_blocks(sub, drive.block(width), depth, state)
+    held, blocks = drive.blocks(sub, drive.block(width), depth, state)
     x_held = sub.lib("torch.clone", x)
-
-    def held_bytes(run, warm_up: bool = False) -> tuple[int, object]:
-        for first in (True, False)[not warm_up:]:  # a first run takes one-time allocations (they only add)
-            drive.return_freed_memory(sub)
-            grown, output = drive.held_after(run, lambda: drive.held_bytes(sub))
-            if first:
-                output.release()
-        return grown, output
-
-    calibration, output = held_bytes(lambda: drive.plain_forward(sub, blocks, x_held))
-    output.release()
+    calibration, _ = drive.grown_by(sub, lambda: drive.plain_forward(sub, blocks, x_held), keep=False)
     assert calibration >= 0.8 * plain, (
         f"the worker's memory grew by {calibration} bytes during a plain forward the judge drove, expected "
         f"about the {plain} bytes it keeps for backward: this worker's memory cannot be measured (grading problem)")
-    on, output = held_bytes(lambda: sub.new("amp.checkpointed", held, x_held, enabled=True), warm_up=True)
-    drive.backward_of_square_sum(output)
-    output.release()
-    missing = sum(grad is None for grad in drive.gradients(sub, held))
+    on, output = drive.grown_by(sub, lambda: sub.new("amp.checkpointed", held, x_held, enabled=True), warm_up=True)
+    missing = drive.missing_gradients(sub, held, after=output)
     assert missing == 0, f"{call}) then backward: {missing} parameters got no gradient"
     held.call("zero_grad", set_to_none=True)
     # One block input per block, plus slack for one block run plainly (checkpoint_sequential leaves its last
@@ -497,8 +291,7 @@ def test_checkpointed_keeps_only_block_inputs(sub):
         f"{call}) grew the worker's memory by {on} bytes while building its output, expected at most "
         f"{bound} (about one {block_input}-byte block input per block; a plain forward keeps {plain}): "
         "wrap every block in torch.utils.checkpoint.checkpoint")
-    off, output = held_bytes(lambda: sub.new("amp.checkpointed", held, x_held, enabled=False))
-    output.release()
+    off, _ = drive.grown_by(sub, lambda: sub.new("amp.checkpointed", held, x_held, enabled=False), keep=False)
     assert off >= 0.8 * plain, (
         f"{call}, enabled=False) grew the worker's memory by {off} bytes, expected about the plain "
         f"forward's {plain}: enabled=False runs the blocks without checkpointing")
@@ -509,10 +302,7 @@ def test_train_runs_train_step_per_batch(sub):
     """train calls get_batch once per step and returns the per-step losses of train_step, in the precision it is given"""
     state = model_state(3, 16)
     batches = [batch(seed, 8) for seed in range(5)]
-    want, params = [], state
-    for x, y in batches:
-        loss, _, params = oracle_step(params, x, y, lr=0.05)
-        want.append(loss)
+    want, params = oracle_run(state, batches, lr=0.05)
     for steps in (5, 5.0):
         got = drive.train(sub, state, batches, steps, lr=0.05)  # get_batch is a judge callback
         call = f"{TRAIN}(model, get_batch, mse_loss, SGD(lr=0.05), steps={steps!r})"
@@ -534,11 +324,9 @@ def test_train_runs_train_step_per_batch(sub):
             f"{TRAIN}(..., steps={bad}) gave {shown(got['losses'])}, expected ValueError (steps is a count)")
     # The precision reaches every step: bf16 steps on a batch where its rounding shows.
     state, x, y = visible_case(3, 16, 8)
-    want, params = {"bf16": [], "fp32": []}, {"bf16": state, "fp32": state}
-    for precision, losses in want.items():
-        for _ in range(3):
-            loss, _, params[precision] = oracle_step(params[precision], x, y, precision, lr=0.05)
-            losses.append(loss)
+    want, params = {}, {}
+    for precision in ("bf16", "fp32"):
+        want[precision], params[precision] = oracle_run(state, [(x, y)] * 3, precision, lr=0.05)
     got = drive.train(sub, state, [(x, y)], 3, lr=0.05, precision="bf16")
     call = f"{TRAIN}(model, get_batch, mse_loss, SGD(lr=0.05), steps=3, precision='bf16') on x = 256 + noise"
     losses = got["losses"]
@@ -554,30 +342,6 @@ def test_train_runs_train_step_per_batch(sub):
 
 # --- GPU ------------------------------------------------------------------------------------------
 
-def judge_plain_cuda(depth: int, width: int, n: int) -> tuple[int, int]:
-    """In the judge process, on its own GPU context: (bytes a plain forward's output keeps alive,
-    peak allocated memory of forward + backward), after a warm-up run."""
-    torch.manual_seed(0)
-    blocks = drive.local_blocks(drive.block(width), depth, device="cuda")
-    x = torch.randn(n, width, device="cuda")
-    for _ in range(2):  # the first run warms up kernels and the caching allocator
-        blocks.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        out = x
-        for module in blocks:
-            out = module(out)
-        held = torch.cuda.memory_allocated() - before
-        out.square().mean().backward()
-        del out
-        torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
-    del blocks, x
-    torch.cuda.empty_cache()
-    return held, peak
-
-
 @pytest.mark.points(1)
 @pytest.mark.gpu
 def test_checkpointed_lowers_peak_cuda_memory(sub):
@@ -589,64 +353,19 @@ def test_checkpointed_lowers_peak_cuda_memory(sub):
     # has returned (cache emptied), which must hold well under what a plain forward keeps alive.
     depth, width, n = 16, 512, 8192
     plain_held, plain_peak = judge_plain_cuda(depth, width, n)
-    sub.lib("torch.manual_seed", 0)
-    held, _ = drive.remote_blocks(sub, drive.block(width), depth, device="cuda")
-    x = sub.lib("torch.randn", n, width, device="cuda")
-
-    def cuda(name: str):
-        return sub.lib(f"torch.cuda.{name}").read()
-
-    def forward():
-        output = sub.new("amp.checkpointed", held, x, timeout=120)
-        cuda("synchronize"), cuda("empty_cache")
-        return output
-
-    reasons, pid = [], sub.worker_pid()
-    for _ in range(2):  # the first run warms up kernels and the caching allocator
-        held.call("zero_grad", set_to_none=True)
-        cuda("synchronize"), cuda("empty_cache"), cuda("reset_peak_memory_stats")
-        grown, output = drive.held_after(forward, lambda: reasons.append(drive.device_memory(pid)) or reasons[-1][0])
-        drive.backward_of_square_sum(output)
-        output.release()
-        cuda("synchronize")
-    peak = cuda("max_memory_allocated")
+    peak, grown, reading, missing = drive.cuda_checkpointed(sub, depth, width, n)
     call = f"{CKPT}({depth} MLP blocks of width {width}, x of shape {(n, width)} on CUDA) then backward"
-    missing = sum(grad is None for grad in drive.gradients(sub, held))
     assert missing == 0, f"{call}: {missing} parameters got no gradient"
     # Seen on an H100: 2404 MiB plain vs 456 MiB checkpointed; half leaves a wide margin.
     assert peak < 0.5 * plain_peak, (
         f"{call}: peak {peak >> 20} MiB (torch.cuda.max_memory_allocated in your process), expected well under "
         f"the {plain_peak >> 20} MiB of a plain loop (less than half): checkpoint every block")
     if grown is None:
-        warnings.warn(f"{call}: the cross-check of device memory from outside was skipped: {reasons[-1][1]}")
+        warnings.warn(f"{call}: the cross-check of device memory from outside was skipped: {reading}")
     else:
         assert grown < 0.5 * plain_held, (
-            f"{call}: the NVIDIA driver ({reasons[-1][1]}) shows your process holding {grown >> 20} MiB more after the "
+            f"{call}: the NVIDIA driver ({reading}) shows your process holding {grown >> 20} MiB more after the "
             f"forward, expected well under the {plain_held >> 20} MiB a plain forward keeps alive")
-
-
-def judge_train_cuda(recipe, batches, steps: int, precision: str, lr: float) -> tuple[float, list[float], list[float]]:
-    """In the judge process: seconds for ``steps`` plain training steps (autocast, backward, SGD step,
-    zero_grad, the loss as a float) after two warm-up steps on the small batch, their losses, and the
-    warm-up's losses."""
-    torch.manual_seed(0)
-    model = drive.local_sequential(recipe, device="cuda")
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-
-    def step(x, y) -> float:
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = F.mse_loss(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
-
-    warm_up = [step(*batches["small"]) for _ in range(2)]
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    losses = [step(*batches["large"]) for _ in range(steps)]
-    torch.cuda.synchronize()
-    return time.perf_counter() - start, losses, warm_up
 
 
 @pytest.mark.points(1)
@@ -659,38 +378,8 @@ def test_bf16_training_is_faster_than_fp32(sub):
     # (x = 256 + noise, y the fp32 model's output: fp32 and TF32 steps have a far smaller loss).
     dim, layers, steps, lr = 4096, 4, 10, 1e-4
     recipe = [("torch.nn.Linear", (dim, dim, False))] * layers
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    torch.manual_seed(1)
-    batches = {size: (torch.randn(rows, dim, device="cuda"), torch.randn(rows, dim, device="cuda"))
-               for size, rows in (("large", dim), ("small", 8))}
-    try:
-        torch.manual_seed(0)
-        with torch.no_grad():
-            x_small = batches["small"][0] + VISIBLE_OFFSET
-            batches["small"] = (x_small, drive.local_sequential(recipe, device="cuda")(x_small))
-        reference = {p: judge_train_cuda(recipe, batches, steps, p, lr) for p in ("fp32", "bf16")}
-    finally:
-        torch.set_float32_matmul_precision(previous)
-    sub.lib("torch.set_float32_matmul_precision", "highest")
-    sub.lib("torch.manual_seed", 1)
-    held = {"large": (sub.lib("torch.randn", dim, dim, device="cuda"), sub.lib("torch.randn", dim, dim, device="cuda")),
-            "small": tuple(sub.lib("torch.clone", t.cpu()).call("to", "cuda", keep=True) for t in batches["small"])}
-    seconds, losses, warm_up = {}, {}, {}
-    for precision in ("fp32", "bf16"):
-        sub.lib("torch.manual_seed", 0)
-        model, _ = drive.remote_sequential(sub, recipe, device="cuda")
-        optimizer = sub.lib("torch.optim.SGD", model.call("parameters", keep=True), lr=lr)
-        loss_fn = sub.lib("torch.nn.MSELoss")
-        small = sub.lib("itertools.repeat", held["small"]).get("__next__", keep=True)
-        warm_up[precision] = sub.call("amp.train", model, small, loss_fn, optimizer, 2, precision=precision,
-                                      timeout=120)
-        large = sub.lib("itertools.repeat", held["large"]).get("__next__", keep=True)
-        start = time.perf_counter()
-        losses[precision] = sub.call("amp.train", model, large, loss_fn, optimizer, steps, precision=precision,
-                                     timeout=240)
-        sub.lib("torch.cuda.synchronize")
-        seconds[precision] = time.perf_counter() - start
+    batches, reference = judge_bf16_reference(recipe, dim, steps, lr)
+    seconds, losses, warm_up = drive.cuda_training(sub, recipe, dim, batches["small"], steps, lr)
     call = f"{TRAIN}(4 x Linear(4096, 4096), batch 4096, 10 steps) on CUDA"
     want = reference["bf16"][2]
     assert isinstance(warm_up["bf16"], list) and len(warm_up["bf16"]) == 2 and all(

@@ -13,7 +13,7 @@ import torch
 from grader import diagnosis, mutants, session, wire
 from grader.judge.inprocess import InProcess
 from grader.diagnosis.replay import unreplayable
-from grader.diagnosis.same import same
+from grader.drivers.same import same
 from grader.submission import stage
 
 HANDOUT = Path(__file__).resolve().parents[2] / "handout.md"
@@ -31,7 +31,7 @@ HANDOUT = Path(__file__).resolve().parents[2] / "handout.md"
     (wire.Opaque("Generator", "<at 0x1>"), wire.Opaque("Module", "<at 0x1>"), False),
 ])
 def test_answers_are_the_same_behaviour_by_type_value_and_nan(a, b, equal):
-    assert same(a, b) is equal and same(b, a) is equal
+    assert same(a, b, close=True) is equal and same(b, a, close=True) is equal
 
 
 def recorded(package: Path, *calls: tuple) -> session.Recording:

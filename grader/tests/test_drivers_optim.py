@@ -1,4 +1,4 @@
-"""P5's judge-side driver (grader/drivers/optim.py): the source scan follows computed names and
+"""P5's judge-side driver (grader/drivers/optim.py, optim_source.py): the source scan follows computed names and
 the package's own imports,
 mismatch messages locate the difference, hints name a mistake only when it matches, and the
 judge-side adapter returns copies as the wire does."""
@@ -12,6 +12,7 @@ import torch
 
 from grader.drivers.local import Local
 from grader.drivers import optim as drive
+from grader.drivers import optim_source
 
 KIT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +56,7 @@ KIT = Path(__file__).resolve().parents[2]
     'pickle.loads(payload)',
 ])
 def test_the_scan_finds_delegation_through_computed_names(code):
-    assert drive.shortcuts(code), code
+    assert optim_source.shortcuts(code), code
 
 
 @pytest.mark.parametrize("code", [
@@ -69,11 +70,11 @@ def test_the_scan_finds_delegation_through_computed_names(code):
     '        return self.__dict__.setdefault("extra", {}), getattr(self, key)',  # self stays self
 ])
 def test_the_scan_leaves_ordinary_code_alone(code):
-    assert drive.shortcuts(code) == []
+    assert optim_source.shortcuts(code) == []
 
 
 def test_a_finding_names_the_file_and_the_line():
-    found = drive.shortcuts('import torch\n\nclass SGD(torch.optim.SGD):\n    pass\n', "helper.py")
+    found = optim_source.shortcuts('import torch\n\nclass SGD(torch.optim.SGD):\n    pass\n', "helper.py")
     assert [str(f) for f in found] == ["helper.py line 3: torch.optim.SGD"]
 
 
@@ -89,17 +90,17 @@ def _package(folder: Path, **modules: str) -> Path:
 def test_the_package_scan_follows_the_packages_own_imports(imports, tmp_path):
     folder = _package(tmp_path / "assignment", optim=imports + "\n",
                       _impl='import torch\nSGD = type("SGD", (torch.optim.SGD,), {})\n')
-    assert [str(f) for f in drive.source_findings(folder)] == ["_impl.py line 2: torch.optim.SGD"]
+    assert [str(f) for f in optim_source.source_findings(folder)] == ["_impl.py line 2: torch.optim.SGD"]
 
 
 def test_the_package_scan_reads_init_and_what_it_imports(tmp_path):
     folder = _package(tmp_path / "assignment", __init__="from . import _setup\n", _setup="import gc\n")
-    assert [str(f) for f in drive.source_findings(folder)] == ["_setup.py line 1: import gc"]
+    assert [str(f) for f in optim_source.source_findings(folder)] == ["_setup.py line 1: import gc"]
 
 
 def test_the_package_scan_names_imports_of_files_the_submission_lacks(tmp_path):
     folder = _package(tmp_path / "assignment", optim="from . import _written_later\n")
-    assert [f.what for f in drive.source_findings(folder)] == [
+    assert [f.what for f in optim_source.source_findings(folder)] == [
         "imports assignment._written_later, which is not a file of the submission"]
 
 
@@ -108,12 +109,12 @@ def test_helpers_in_a_second_module_and_unrelated_modules_pass(tmp_path):
     folder = _package(tmp_path / "assignment", optim=(KIT / "solutions" / "optim.py").read_text()
                       + "\nfrom ._updates import decayed\n", _updates=helpers, __init__="from . import optim\n",
                       amp="import importlib\nOPT = torch.optim.AdamW\n")  # not imported by optim or __init__
-    assert drive.source_findings(folder) == ()
+    assert optim_source.source_findings(folder) == ()
 
 
 @pytest.mark.parametrize("package", ["solutions", "assignment"])
 def test_the_reference_and_the_stubs_pass_the_scan(package):
-    assert drive.source_findings(KIT / package) == ()
+    assert optim_source.source_findings(KIT / package) == ()
 
 
 def test_a_mismatch_names_the_step_the_parameter_the_index_and_both_values():
