@@ -80,7 +80,7 @@ def students(text: str) -> list[str]:
 
 def shard(text: str) -> str:
     """``I/N`` with 1 <= I <= N."""
-    from .batch_entries import parse_shard
+    from .classroom.batch_entries import parse_shard
 
     try:
         parse_shard(text)

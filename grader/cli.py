@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from . import arguments
 from .options import GPU_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
-from .results import VISIBILITIES
+from .grading.results import VISIBILITIES
 
 
 def _defaults(module: str) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: GradingOptions =
 
 
 def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
-    defaults = _defaults("grade")
+    defaults = _defaults("grading.grade")
     parser = sub.add_parser("grade", help="grade one submission in a sandboxed worker")
     parser.add_argument("submission", help="folder with an assignment/ package, folder of modules, or .zip")
     parser.add_argument("--out", type=arguments.output_file, default=defaults["out"], help="write Gradescope results.json here")
@@ -61,7 +61,7 @@ def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="Gradescope visibility of the results and every test (e.g. after_due_date)")
     parser.add_argument("--verbose", action="store_true", help="print the isolation obtained in full")
     _grading_options(parser)
-    return lambda a: importlib.import_module("grader.grade").main(
+    return lambda a: importlib.import_module("grader.grading.grade").main(
         a.submission, options=GradingOptions.from_args(a), out=a.out, jobs=a.jobs, visibility=a.visibility,
         junit=a.junit, verbose=a.verbose)
 
@@ -69,7 +69,7 @@ def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
 def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser = sub.add_parser("stubs", help="regenerate assignment/ from solutions/ (or --check that it is current)")
     parser.add_argument("--check", action="store_true", help="only report stale stubs; exit 1 if any")
-    return lambda a: importlib.import_module("grader.stubs").main(check=a.check)
+    return lambda a: importlib.import_module("grader.release.stubs").main(check=a.check)
 
 
 def _release(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -79,7 +79,7 @@ def _release(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 
 def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
-    defaults = _defaults("selfcheck")
+    defaults = _defaults("selfproof.selfcheck")
     parser = sub.add_parser("selfcheck", help="prove the kit: reference 100, stubs 0, mutants killed, attacks "
                                               "contained, release clean")
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="gradings in parallel")
@@ -92,13 +92,13 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--gpu", action="store_true",
                         help="accept a GPU runner instead: reference 100 with every GPU test run, stubs 0, GPU-only "
                              "mutants killed, versions and GPU test times in one table (refuses without CUDA)")
-    return lambda a: (importlib.import_module("grader.acceptance").main(jobs=a.jobs) if a.gpu else
-                      importlib.import_module("grader.selfcheck").main(
+    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs) if a.gpu else
+                      importlib.import_module("grader.selfproof.selfcheck").main(
                           jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections))
 
 
 def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
-    defaults = _defaults("batch")
+    defaults = _defaults("classroom.batch")
     parser = sub.add_parser("batch", help="grade a class: every submission in a folder, a fresh judge each, "
                                           "resumable, shardable")
     parser.add_argument("submissions", help="folder with one entry per student (a folder or a .zip; its name is "
@@ -113,13 +113,13 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--only", type=arguments.students, default=defaults["only"], metavar="STUDENT[,STUDENT]",
                         help="regrade only these students, even if unchanged since graded (other results are kept)")
     _grading_options(parser)
-    return lambda a: importlib.import_module("grader.batch").main(
+    return lambda a: importlib.import_module("grader.classroom.batch").main(
         a.submissions, options=GradingOptions.from_args(a), out=a.out, jobs=a.jobs, shard=a.shard,
         timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, only=a.only)
 
 
 def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
-    defaults = _defaults("gradebook")
+    defaults = _defaults("classroom.gradebook")
     parser = sub.add_parser("gradebook", help="merge batch result folders (shards, re-runs) into a CSV, a summary "
                                               "and a histogram")
     parser.add_argument("folders", nargs="+", type=arguments.existing_folder, metavar="OUT_DIR", help="batch output folders (or folders holding them)")
@@ -130,7 +130,7 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                              "submissions not in it are flagged")
     parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
                         help="CSV of manual scores: student, problem or test, points, reason")
-    return lambda a: importlib.import_module("grader.gradebook").main(a.folders, csv=a.csv, roster=a.roster,
+    return lambda a: importlib.import_module("grader.classroom.gradebook").main(a.folders, csv=a.csv, roster=a.roster,
                                                                       overrides=a.overrides)
 
 
@@ -139,12 +139,12 @@ def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("folder", type=arguments.existing_folder, metavar="OUT_DIR", help="a batch output folder "
                                                                                         "(or a folder holding them)")
     parser.add_argument("student", help="the student id (the submission's name)")
-    return lambda a: importlib.import_module("grader.show").main(a.folder, a.student)
+    return lambda a: importlib.import_module("grader.classroom.show").main(a.folder, a.student)
 
 
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
-    defaults = _defaults("bundle")
-    grading = importlib.import_module("grader.bundle").GRADESCOPE
+    defaults = _defaults("classroom.bundle")
+    grading = importlib.import_module("grader.classroom.bundle").GRADESCOPE
     parser = sub.add_parser("gradescope-bundle", help="write a Gradescope autograder zip grading through the judge")
     parser.add_argument("out", type=arguments.zip_file, help="the .zip to write")
     parser.add_argument("--gpu", choices=("auto", "require", "off"), default=grading.gpu,
@@ -157,12 +157,12 @@ def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="worker memory cap (default: 60%% of Gradescope's 768 MB container)")
     parser.add_argument("--budget-seconds", type=arguments.seconds, default=grading.budget_seconds,
                         help="per-submission budget, a hard wall (default: 90%% of Gradescope's 10 minutes)")
-    return lambda a: importlib.import_module("grader.bundle").main(
+    return lambda a: importlib.import_module("grader.classroom.bundle").main(
         a.out, options=GradingOptions.from_args(a, grading), torch=a.torch, torch_index_url=a.torch_index_url)
 
 
 def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
-    defaults = _defaults("mutate")
+    defaults = _defaults("selfproof.cosmicray")
     parser = sub.add_parser("mutate", help="mutation-test the hidden suites with every engine mutant of the reference")
     parser.add_argument("--problems", type=arguments.problems, default=defaults["problems"], help="only these, e.g. P1,P3")
     parser.add_argument("--sample", type=arguments.jobs, default=defaults["sample"], help="at most N mutants per problem")
@@ -170,7 +170,7 @@ def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="mutants graded at once (local workers)")
     parser.add_argument("--work", type=arguments.output_folder, default=defaults["work"],
                         help="sessions live here (resumable)")
-    return lambda a: importlib.import_module("grader.mutate").main(
+    return lambda a: importlib.import_module("grader.selfproof.cosmicray").main(
         problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
 
 
@@ -238,7 +238,7 @@ def _results_file(argv: list[str]) -> Path | None:
 
 
 def _refuse(argv: list[str], message: str) -> int:
-    from .results import GradingResult, write_json_atomic
+    from .grading.results import GradingResult, write_json_atomic
 
     out = _results_file(argv)
     if out is not None:

@@ -61,7 +61,7 @@ class GradingOptions:
         return argv + (["--in-process"] if self.in_process else [])
 
     def judge_argv(self, budget_seconds: float) -> list[str]:
-        """The options of a judge session (pytest with ``grader.plugin``) with ``budget_seconds`` of its own."""
+        """The options of a judge session (pytest with ``grader.judge.plugin``) with ``budget_seconds`` of its own."""
         argv = ["--gpu", self.gpu, "--call-seconds", str(self.call_seconds), "--budget-seconds", str(budget_seconds),
                 "--memory-mb", str(self.memory_mb), "--hypothesis-profile", self.profile,
                 "--hypothesis-seed", str(self.seed)]

@@ -1,6 +1,6 @@
 """The judge's report on one session: what crosses from a judge session to the grading.
 
-A judge (pytest with ``grader.plugin``) fills in one ``TestRecord`` per hidden test and writes a
+A judge (pytest with ``grader.judge.plugin``) fills in one ``TestRecord`` per hidden test and writes a
 ``JudgeReport`` with ``to_json``; ``grade`` reads it back with ``from_json``, which refuses
 anything that is not a report of this ``VERSION`` (``RecordError``): a file from another kit
 version, a truncated or hand-written one. Only the field names and types are checked here;

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import batch
+from grader.classroom import batch
 from grader.bench.cputime import TreeCPU
 from grader.paths import KIT_ROOT
 

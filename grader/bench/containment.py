@@ -16,7 +16,7 @@ import statistics
 import time
 
 from grader.containment import bubblewrap
-from grader.grade import grade
+from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 
 MODES = {"hand-written": "namespaces", "bubblewrap": ""}

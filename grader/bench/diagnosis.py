@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.grade import grade
+from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
-from grader.submission import stage
+from grader.grading.submission import stage
 
 FIXTURES = KIT_ROOT / "grader" / "tests" / "fixtures"
 MISTAKE = re.compile(r"# mistake: (\S+)")

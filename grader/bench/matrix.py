@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.paths import KIT_ROOT
-from grader.results import GradingResult
+from grader.grading.results import GradingResult
 
 PYENV = Path.home() / ".pyenv" / "versions"
 DEFAULT_VENVS = Path.home() / ".cache" / "kit-matrix"

@@ -15,12 +15,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from grader import mutants
-from grader.drivers import data
+from grader.selfproof import mutants
+from grader.judge.drivers import data
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
-from grader.session import Submission
-from grader.submission import stage
+from grader.judge.handle import Submission
+from grader.grading.submission import stage
 
 
 def costs(package: Path, size: int) -> tuple[float, float]:

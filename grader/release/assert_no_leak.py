@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import mutants
-from ..stubs import BEGIN, END, expected_stubs, find_regions, stale_stubs
+from ..selfproof import mutants
+from .stubs import BEGIN, END, expected_stubs, find_regions, stale_stubs
 from ._context import ReleaseContext, ReleaseError
 
 ALLOWED_TOP_LEVEL = {"assignment", "tests", "handout.md", "pyproject.toml", "README.md", ".gitignore", ".github"}
@@ -33,7 +33,7 @@ def secret_lines(kit: Path) -> set[str]:
         lines = path.read_text().splitlines()
         for region in find_regions("\n".join(lines), str(path)):
             secrets |= _distinctive(lines[region.begin: region.end - 1])
-    for folder in ("grader/hidden", "grader/drivers", "grader/diagnosis", "grader/tests/fixtures/mistakes"):
+    for folder in ("grader/judge/hidden", "grader/judge/drivers", "grader/judge/diagnosis", "grader/tests/fixtures/mistakes"):
         for path in sorted((kit / folder).rglob("*.py")):
             secrets |= _distinctive(path.read_text().splitlines())
     for mutant in mutants.load():  # the mistaken variants diagnosis compares students with
@@ -63,8 +63,8 @@ def find_leaks(kit: Path, out: Path) -> list[str]:
         where = path.relative_to(out)
         if BEGIN in text or END in text:
             problems.append(f"{where}: contains a solution marker")
-        if path.name.startswith("test_p") and (kit / "grader" / "hidden" / path.name).exists() \
-                and text == (kit / "grader" / "hidden" / path.name).read_text():
+        if path.name.startswith("test_p") and (kit / "grader" / "judge" / "hidden" / path.name).exists() \
+                and text == (kit / "grader" / "judge" / "hidden" / path.name).read_text():
             problems.append(f"{where}: is a hidden suite")
         for line in text.splitlines():
             if line.strip() in secrets:

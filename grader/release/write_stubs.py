@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..stubs import write_stubs as generate
+from .stubs import write_stubs as generate
 from ._context import ReleaseContext
 
 

@@ -13,7 +13,7 @@ import zipfile
 from dataclasses import fields
 from pathlib import Path
 
-from grader import batch
+from grader.classroom import batch
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
 from grader.problems import MODULES

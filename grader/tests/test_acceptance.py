@@ -1,4 +1,4 @@
-"""The GPU runner acceptance (grader/acceptance.py, ``grader selfcheck --gpu``): it refuses clearly
+"""The GPU runner acceptance (grader/selfproof/acceptance.py, ``grader selfcheck --gpu``): it refuses clearly
 without CUDA, and its verdicts are a pure function of the gradings."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from grader import acceptance, mutants
-from grader.results import GradingResult, TestResult
+from grader.selfproof import acceptance, mutants
+from grader.grading.results import GradingResult, TestResult
 
 
 def graded(*tests: TestResult, error: str = "") -> GradingResult:

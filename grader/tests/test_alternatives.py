@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.grade import grade
+from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
-from grader.submission import stage
+from grader.grading.submission import stage
 
 ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("p*_*.py"))
 

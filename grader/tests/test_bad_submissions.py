@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.grade import hidden_suites
-from grader.hostile import edit
+from grader.grading.grade import hidden_suites
+from grader.selfproof.hostile import edit
 from grader.paths import KIT_ROOT as KIT
 from grader.problems import MODULES, PROBLEMS
-from grader.results import GradingResult
+from grader.grading.results import GradingResult
 
 GRADED = next((key for key in PROBLEMS if hidden_suites([key])), None)
 

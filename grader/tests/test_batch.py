@@ -23,7 +23,7 @@ import pytest
 import torch
 from _classroom import FAKE_GRADE, KIT, grade_class, make_class, package, results
 
-from grader import batch, batch_judge, gradebook
+from grader.classroom import batch, batch_judge, gradebook
 from grader.options import GradingOptions
 from grader.problems import PROBLEMS
 from grader.cli import UsageError, build_parser
@@ -119,7 +119,7 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
     for i in range(10):
         package(KIT / "solutions", folder / f"s{i:02d}")
     out = tmp_path / "out"
-    script = (f"import sys; from grader.batch import main; from grader.options import GradingOptions; "
+    script = (f"import sys; from grader.classroom.batch import main; from grader.options import GradingOptions; "
               f"sys.exit(main({str(folder)!r}, out={str(out)!r}, jobs=2, options=GradingOptions(gpu='off'), "
               f"grade_command={FAKE_GRADE!r}))")
     env = {**os.environ, "FAKE_GRADE_SECONDS": "1.5", "PYTHONPATH": str(KIT)}

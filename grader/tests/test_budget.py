@@ -1,5 +1,5 @@
 """The per-submission budget is a wall for the whole grading, start-up included, and shared among
-the problems so that a problem that stalls spends only its own share (``grader.budget``)."""
+the problems so that a problem that stalls spends only its own share (``grader.judge.budget``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import budget as budgets, wire
-from grader.budget import Budget
-from grader.grade import grade
+from grader.judge import budget as budgets
+from grader import wire
+from grader.judge.budget import Budget
+from grader.grading.grade import grade
 from grader.problems import MODULES
-from grader.session import OutOfTime, Submission
+from grader.judge.handle import OutOfTime, Submission
 
 KIT = Path(__file__).resolve().parents[2]
 STALL = '''import time
@@ -70,7 +71,7 @@ def test_a_submission_whose_every_call_stalls_is_reported_before_the_budget_ends
 
 
 def test_judges_that_outlive_their_own_budget_are_stopped_at_the_wall(tmp_path, monkeypatch):
-    from grader import grade
+    from grader.grading import grade
 
     package = tmp_path / "stalling" / "assignment"
     package.mkdir(parents=True)
@@ -177,7 +178,7 @@ def test_the_judge_s_own_time_goes_back_to_the_problem(monkeypatch):
     """Naming a known mistake after a failure is the judge's work: its time is given back to the problem's
     slice (never past the session's end)."""
     clock = [100.0]
-    monkeypatch.setattr("grader.budget.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("grader.judge.budget.time.monotonic", lambda: clock[0])
     budget = Budget(100.0)
     budget.start("P1", later=1)  # a slice of 50 s: until 150
     clock[0] = 140.0

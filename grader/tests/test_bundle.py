@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import bundle
+from grader.classroom import bundle
 from grader.cli import build_parser
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
@@ -129,7 +129,7 @@ def test_setup_refuses_a_python_older_than_3_10_with_what_to_do(tmp_path):
     (fake / "python3").chmod(0o755)
     source = tmp_path / "source"
     source.mkdir()
-    shutil.copy(KIT / "grader" / "gradescope" / "setup.sh", source / "setup.sh")
+    shutil.copy(KIT / "grader" / "classroom" / "gradescope" / "setup.sh", source / "setup.sh")
     (source / "config.sh").write_text("")
     run = subprocess.run(["bash", str(source / "setup.sh")], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "KIT_VENV": str(tmp_path / "v")})
@@ -139,7 +139,7 @@ def test_setup_refuses_a_python_older_than_3_10_with_what_to_do(tmp_path):
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
 def test_bundle_scripts_pass_shellcheck():
-    scripts = sorted((KIT / "grader" / "gradescope").glob("*.sh"))
+    scripts = sorted((KIT / "grader" / "classroom" / "gradescope").glob("*.sh"))
     run = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout
 

@@ -113,7 +113,7 @@ def test_bad_argument_of_every_command_is_refused_on_one_line(tmp_path, argv, re
 
 
 def test_cli_defaults_are_the_python_defaults():
-    from grader import grade
+    from grader.grading import grade
 
     for command in (["grade", "x"], ["batch", "x", "--out", "o"]):
         args = build_parser().parse_args(command)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.submission import stage
+from grader.grading.submission import stage
 
 KIT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_a_wrong_type_fails_both_suites(tmp_path, function):
     module.write_text(source.replace(find, replace))
     public = run("tests/test_p2_strides.py", "--impl", str(package.parent), "-k", function)
     assert public.returncode == 1 and "failed" in public.stdout and wrong_type in public.stdout, public.stdout[-2000:]
-    hidden = run("grader/hidden/test_p2_strides.py", "-p", "grader.plugin", "--submission", str(package),
+    hidden = run("grader/judge/hidden/test_p2_strides.py", "-p", "grader.judge.plugin", "--submission", str(package),
                  "--in-process", "--assert=plain", "-k", f"test_{function}")
     assert "not implemented yet" not in public.stdout + hidden.stdout, (public.stdout + hidden.stdout)[-3000:]
     assert hidden.returncode == 1 and "failed" in hidden.stdout and wrong_type in hidden.stdout, hidden.stdout[-2000:]

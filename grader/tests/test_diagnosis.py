@@ -1,4 +1,4 @@
-"""Diagnosis by behaviour (grader.diagnosis): the answer equality, the replay of a recording on a
+"""Diagnosis by behaviour (grader.judge.diagnosis): the answer equality, the replay of a recording on a
 known variant, the catalog's sections, and the feedback. In process: no worker is started."""
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import diagnosis, mutants, session, wire
+from grader.judge import diagnosis, handle as session
+from grader.selfproof import mutants
+from grader import wire
 from grader.judge.inprocess import InProcess
-from grader.diagnosis.replay import unreplayable
-from grader.drivers.same import same
-from grader.submission import stage
+from grader.judge.diagnosis.replay import unreplayable
+from grader.judge.drivers.same import same
+from grader.grading.submission import stage
 
 HANDOUT = Path(__file__).resolve().parents[2] / "handout.md"
 

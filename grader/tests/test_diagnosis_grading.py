@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader import show
-from grader.grade import main
+from grader.classroom import show
+from grader.grading.grade import main
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT
-from grader.submission import stage
+from grader.grading.submission import stage
 from grader.tests.test_results import validate
 
 MISTAKE = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_multiply_adds.py"

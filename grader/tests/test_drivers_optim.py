@@ -1,4 +1,4 @@
-"""P5's judge-side driver (grader/drivers/optim.py, optim_source.py): the source scan follows computed names and
+"""P5's judge-side driver (grader/judge/drivers/optim.py, optim_source.py): the source scan follows computed names and
 the package's own imports,
 mismatch messages locate the difference, hints name a mistake only when it matches, and the
 judge-side adapter returns copies as the wire does."""
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.drivers.local import Local
-from grader.drivers import optim as drive
-from grader.drivers import optim_source
+from grader.judge.drivers.local import Local
+from grader.judge.drivers import optim as drive
+from grader.judge.drivers import optim_source
 
 KIT = Path(__file__).resolve().parents[2]
 

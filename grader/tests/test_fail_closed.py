@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from grader.grade import grade
+from grader.grading.grade import grade
 from grader.paths import KIT_ROOT as KIT
 
 SUITES = Path(__file__).parent / "fixtures" / "interrupted"
@@ -31,7 +31,7 @@ def slow(tmp_path_factory) -> Path:
     with open(root / "sub" / "assignment" / "memory.py", "a") as stream:
         stream.write(NAP)
     shutil.copytree(SUITES, root / "hidden")
-    shutil.copy(KIT / "grader" / "hidden" / "conftest.py", root / "hidden" / "conftest.py")
+    shutil.copy(KIT / "grader" / "judge" / "hidden" / "conftest.py", root / "hidden" / "conftest.py")
     return root
 
 

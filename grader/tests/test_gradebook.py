@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import gradebook
-from grader.gradebook import plots
+from grader.classroom import gradebook
+from grader.classroom.gradebook import plots
 from grader.cli import build_parser
 from grader.problems import PROBLEMS, TOTAL_POINTS
-from grader.results import GradingResult, write_json_atomic
-from grader.results import TestResult as Outcome
+from grader.grading.results import GradingResult, write_json_atomic
+from grader.grading.results import TestResult as Outcome
 
 
 def outcomes(p1: int = 12, p3: tuple[str, ...] = ("passed", "passed")) -> tuple[Outcome, ...]:

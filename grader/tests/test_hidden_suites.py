@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from grader import mutants
+from grader.selfproof import mutants
 from grader.problems import PROBLEMS
-from grader.selfcheck import independence_violations
+from grader.selfproof.selfcheck import independence_violations
 
 KIT = Path(__file__).resolve().parents[2]
-HIDDEN = KIT / "grader" / "hidden"
+HIDDEN = KIT / "grader" / "judge" / "hidden"
 
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory) -> list[dict]:
     outcomes = tmp_path_factory.mktemp("co") / "outcomes.json"
-    run = subprocess.run([sys.executable, "-m", "pytest", str(HIDDEN), "-p", "grader.plugin", "--co", "-q",
+    run = subprocess.run([sys.executable, "-m", "pytest", str(HIDDEN), "-p", "grader.judge.plugin", "--co", "-q",
                           "-c", str(HIDDEN / "pytest.ini"), "--submission", str(KIT / "solutions"), "--in-process",
                           "--outcomes", str(outcomes)], cwd=KIT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

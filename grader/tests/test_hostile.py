@@ -1,4 +1,4 @@
-"""The hostile corpus (grader/hostile): it is inert in the repository, every attack applies to
+"""The hostile corpus (grader/selfproof/hostile): it is inert in the repository, every attack applies to
 the reference, the check's detectors do detect, and the quick subset holds (a few minutes)."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from grader import hostile
-from grader.hostile import check
-from grader.hostile.facts import leak_fact, points_fact
-from grader.hostile.grading import Graded
-from grader.hostile.listener import Listener
-from grader.hostile.processes import left_behind
-from grader.hostile.watch import Watch
+from grader.selfproof import hostile
+from grader.selfproof.hostile import check
+from grader.selfproof.hostile.facts import leak_fact, points_fact
+from grader.selfproof.hostile.grading import Graded
+from grader.selfproof.hostile.listener import Listener
+from grader.selfproof.hostile.processes import left_behind
+from grader.selfproof.hostile.watch import Watch
 from grader.paths import KIT_ROOT as KIT
-from grader.results import GradingResult, TestResult
+from grader.grading.results import GradingResult, TestResult
 
 VALUES = {"MARKER": "kit-hostile-test", "PORT": "9", "CALL_SECONDS": "4"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.grade import grade
+from grader.grading.grade import grade
 
 KIT = Path(__file__).resolve().parents[2]
 HIDDEN = Path(__file__).parent / "fixtures" / "hidden"

@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("cosmic_ray", reason="cosmic-ray comes with the dev extra")
 
-from grader import mutants  # noqa: E402
-from grader.grade import grade  # noqa: E402
-from grader.plugin import STOPPED  # noqa: E402
-from grader.mutate import equivalent, mutate  # noqa: E402
-from grader.mutate.regions import Eligibility, Identity, identities  # noqa: E402
-from grader.mutate.verdict import KILLED, SURVIVED, verdict  # noqa: E402
+from grader.selfproof import mutants  # noqa: E402
+from grader.grading.grade import grade  # noqa: E402
+from grader.judge.plugin import STOPPED  # noqa: E402
+from grader.selfproof.cosmicray import equivalent, mutate  # noqa: E402
+from grader.selfproof.cosmicray.regions import Eligibility, Identity, identities  # noqa: E402
+from grader.selfproof.cosmicray.verdict import KILLED, SURVIVED, verdict  # noqa: E402
 
 SOURCE = '''def f(x):
     """Doc 1 + 2."""

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from grader import session
-from grader.drivers import checkpoint as drive
-from grader.drivers import checkpoint_file
-from grader.drivers.folder import Folder
+from grader.judge import handle as session
+from grader.judge.drivers import checkpoint as drive
+from grader.judge.drivers import checkpoint_file
+from grader.judge.drivers.folder import Folder
 
 ITERATION = 4099
 EXTRAS = {"note": "kept", "history": [3.1, (2.5, None)], "mask": torch.tensor([True, False])}

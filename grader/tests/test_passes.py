@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import batch, gradebook, grade as grading, plugin
-from grader.gradebook.records import GradebookError, combine, grading_of, read_record
+from grader.classroom import batch, gradebook
+from grader.grading import grade as grading
+from grader.judge import plugin
+from grader.classroom.gradebook.records import GradebookError, combine, grading_of, read_record
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
-from grader.results import GradingResult, TestResult, write_json_atomic
+from grader.grading.results import GradingResult, TestResult, write_json_atomic
 
 FORCE_CUDA = "import torch\ntorch.cuda.is_available = lambda: True\n"
 
@@ -36,7 +38,7 @@ def test_gpu_only_is_refused_at_once_without_cuda(tmp_path, capsys):
 def passes(tmp_path_factory) -> dict[str, Path]:
     """The reference and a P4 mutant graded (P4, ci profile) three ways: CPU pass, GPU pass, whole."""
     root = tmp_path_factory.mktemp("passes")
-    mutant = tomllib.loads((KIT / "grader" / "mutants" / "p4_flops.toml").read_text())["mutant"][0]
+    mutant = tomllib.loads((KIT / "grader" / "selfproof" / "mutants" / "p4_flops.toml").read_text())["mutant"][0]
     for student, edit in (("reference", None), ("mutant", mutant)):
         folder = root / "class" / student / "assignment"
         folder.mkdir(parents=True)
@@ -129,7 +131,7 @@ def test_an_error_in_either_pass_makes_an_error_row():
 
 
 def read_like(tests, reason: str, gpu_pass: bool = False):
-    from grader.gradebook.records import Record, _scores
+    from grader.classroom.gradebook.records import Record, _scores
 
     return Record(student="s", status="error" if reason else "graded", graded_at="", reason=reason, tests=tests,
                   gpu_pass=gpu_pass, **_scores(tests, not reason))

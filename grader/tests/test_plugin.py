@@ -12,10 +12,10 @@ from grader.paths import KIT_ROOT as KIT
 def test_a_hidden_suite_runs_with_pytest_deprecations_as_errors():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "grader/hidden/test_p2_strides.py", "-k", "contiguous_strides", "-q",
-         "-p", "grader.plugin", "--submission", "solutions", "--in-process",
+        [sys.executable, "-m", "pytest", "grader/judge/hidden/test_p2_strides.py", "-k", "contiguous_strides", "-q",
+         "-p", "grader.judge.plugin", "--submission", "solutions", "--in-process",
          "-W", "error::pytest.PytestDeprecationWarning",
-         "-c", "grader/hidden/pytest.ini", "--rootdir", "grader/hidden", "-p", "no:cacheprovider"],
+         "-c", "grader/judge/hidden/pytest.ini", "--rootdir", "grader/judge/hidden", "-p", "no:cacheprovider"],
         cwd=KIT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "warning" not in run.stdout

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grader import grade
+from grader.grading import grade
 from grader.record import NOT_JUDGED, VERSION, JudgeReport, RecordError, TestRecord
 
 

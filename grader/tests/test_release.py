@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import mutants
+from grader.selfproof import mutants
 from grader.release import ReleaseError, build
 from grader.release.assert_no_leak import find_leaks
 from grader.release.assert_portable import find_posix_only_imports
@@ -46,7 +46,7 @@ def test_a_leaked_solution_line_is_caught(release, tmp_path):
 def test_a_leaked_hidden_suite_is_caught(release, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(release, copy)
-    hidden = next((KIT / "grader" / "hidden").glob("test_p*_*.py"))
+    hidden = next((KIT / "grader" / "judge" / "hidden").glob("test_p*_*.py"))
     shutil.copyfile(hidden, copy / "tests" / f"extra_{hidden.name}")
     assert find_leaks(KIT, copy)
 

@@ -16,7 +16,7 @@ from grader import wire
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
 from grader.judge.inprocess import InProcess
-from grader.session import StudentError, Submission
+from grader.judge.handle import StudentError, Submission
 
 TRICKS = '''
 import torch

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from grader.problems import PROBLEMS
-from grader.results import ERROR_OUTPUT, FAILED_ENTRY, SCHEMA, GradingResult, TestResult, write_json_atomic
+from grader.grading.results import ERROR_OUTPUT, FAILED_ENTRY, SCHEMA, GradingResult, TestResult, write_json_atomic
 
 
 def result(*tests: TestResult, **kwargs) -> GradingResult:
@@ -144,7 +144,7 @@ def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
 def test_terminal_report_counts_tests_not_run_apart_and_keeps_each_row_on_one_line():
     from rich.console import Console
 
-    from grader.report import print_result
+    from grader.grading.report import print_result
 
     graded = result(t(), t(status="failed", message="got 3, expected 2 " * 30), t(status="not_run", gpu=True),
                     t(problem="P8", status="error"), isolation={"network": "none (own namespace, root)",
@@ -168,7 +168,7 @@ def test_terminal_report_counts_tests_not_run_apart_and_keeps_each_row_on_one_li
 def test_junit_has_a_testcase_per_test_with_the_problem_as_class_and_points_as_properties():
     import xml.etree.ElementTree as ET
 
-    from grader.junit import junit_xml
+    from grader.grading.junit import junit_xml
 
     graded = result(t(), t(status="failed", message="wrong"), t(problem="P8", status="not_run", gpu=True),
                     t(problem="P8", status="error", message="judge died"))

@@ -1,4 +1,4 @@
-"""The source scanner shared by the problems graded on their source (grader/drivers/scan.py):
+"""The source scanner shared by the problems graded on their source (grader/judge/drivers/scan.py):
 P3's form check folds built names and refuses dynamic access as P5's does; the package scan
 reports what it cannot read."""
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.drivers import scan
+from grader.judge.drivers import scan
+from grader.paths import HIDDEN
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")  # the suite's points marks
-HIDDEN_P3 = Path(__file__).resolve().parents[1] / "hidden" / "test_p3_einsum.py"
+HIDDEN_P3 = HIDDEN / "test_p3_einsum.py"
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grader import selfcheck
+from grader.selfproof import selfcheck
 
 
 def test_selfcheck_reference_stubs_mutants_release(capsys):

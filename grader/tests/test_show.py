@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from grader.cli import main as grader
-from grader.results import ERROR_OUTPUT, GradingResult, write_json_atomic
-from grader.results import TestResult as Outcome
+from grader.grading.results import ERROR_OUTPUT, GradingResult, write_json_atomic
+from grader.grading.results import TestResult as Outcome
 
 TESTS = (Outcome("P1", "memory", "sizes", 12.0, "passed"),
          Outcome("P3", "einsum", "rewrite 1", 6.0, "failed", message="got shape (2, 3), expected (3, 2)"),

@@ -1,4 +1,4 @@
-"""grader/cluster/submit.sh: what it asks sbatch for (a fake sbatch; GPUs only with --gpu) and its
+"""grader/classroom/cluster/submit.sh: what it asks sbatch for (a fake sbatch; GPUs only with --gpu) and its
 usage errors; then, on a real Slurm, it grades a small class in 2 shards and the merged gradebook
 equals a local ``grader batch`` + ``grader gradebook``; a shard cancelled mid-way (scancel) keeps
 what it graded, and submitting again grades only what is left.
@@ -29,13 +29,13 @@ from pathlib import Path
 import pytest
 from _classroom import KIT, package, zipped
 
-from grader.batch import shard_of
+from grader.classroom.batch import shard_of
 
 MODE = os.environ.get("KIT_SLURM_TESTS", "")
 real_slurm = pytest.mark.skipif(MODE not in ("1", "existing"), reason="opt-in: KIT_SLURM_TESTS=1 (a one-node Slurm "
                                 "of its own) or KIT_SLURM_TESTS=existing (the cluster sbatch reaches)")
 
-SUBMIT = KIT / "grader" / "cluster" / "submit.sh"
+SUBMIT = KIT / "grader" / "classroom" / "cluster" / "submit.sh"
 GRADER_ARGS = ["--gpu", "off", "--problems", "P2", "--profile", "ci"]  # what the shards run, and the local batch
 SBATCH_ARGS = ["--cpus-per-task=1", "--mem=1G", "--time=15", *shlex.split(os.environ.get("KIT_SLURM_SBATCH_ARGS", ""))]
 PER_RUN = {"graded_at"}  # gradebook columns that differ from one grading to the next
@@ -85,7 +85,7 @@ def test_submit_asks_for_gpus_only_for_gpu_tests_by_default(tmp_path, mode):
 def test_submit_refuses_bad_arguments_before_submitting_anything(tmp_path, arguments, error):
     run = subprocess.run([str(SUBMIT), *arguments], env=_fake_sbatch(tmp_path), cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)
-    assert run.returncode == 2 and f"submit.sh: {error}\nusage: grader/cluster/submit.sh" in run.stderr, run.stderr
+    assert run.returncode == 2 and f"submit.sh: {error}\nusage: grader/classroom/cluster/submit.sh" in run.stderr, run.stderr
     assert not (tmp_path / "calls").exists()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.stubs import MarkerError, expected_stubs, sections, stale_stubs, stub_source, write_stubs
+from grader.release.stubs import MarkerError, expected_stubs, sections, stale_stubs, stub_source, write_stubs
 
 KIT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ KIT = Path(__file__).resolve().parents[2]
 GRADE_WORKFLOW = KIT / ".github" / "workflows" / "grade.yml"
 STUDENT_WORKFLOW = KIT / "grader" / "release" / "templates" / "student-ci.yml"
 WORKFLOWS = [GRADE_WORKFLOW, STUDENT_WORKFLOW]
-CLUSTER = KIT / "grader" / "cluster"
+CLUSTER = KIT / "grader" / "classroom" / "cluster"
 
 
 def _tool(name: str) -> str:
@@ -40,7 +40,7 @@ def test_workflows_match_the_github_workflow_schema():
 
 
 def test_shell_scripts_pass_shellcheck():
-    scripts = sorted(CLUSTER.glob("*")) + sorted((KIT / "grader" / "gradescope").glob("*.sh")) \
+    scripts = sorted(CLUSTER.glob("*")) + sorted((KIT / "grader" / "classroom" / "gradescope").glob("*.sh")) \
         + sorted((KIT / ".ci").glob("*"))
     run = subprocess.run([_tool("shellcheck"), "--shell=bash", *map(str, scripts)], capture_output=True, text=True,
                          timeout=120)

@@ -1,0 +1,1 @@
+"""Grading a class: batches, the gradebook, one student's feedback, Gradescope and Slurm."""

@@ -1,0 +1,130 @@
+"""The gradebook's text files: the CSV (a max-points row first) and the Markdown summary."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections import defaultdict
+
+from ...problems import PROBLEMS, TOTAL_POINTS
+from .inputs import Change
+from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number
+
+MOST_FAILED = 10
+OUTCOMES = ("passed", "failed", "error", "not_run")
+
+
+def csv_text(records: list[Record]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerow(MAX_ROW)
+    writer.writerows(record.row() for record in records)
+    return buffer.getvalue()
+
+
+def counts(records: list[Record]) -> dict[str, int]:
+    return {status: sum(r.status == status for r in records) for status in ("graded", "error", "missing")}
+
+
+def totals(records: list[Record]) -> list[float]:
+    """The totals the statistics and the histogram describe: graded rows only (error and missing rows are 0)."""
+    return [r.total for r in records if r.status == "graded"]
+
+
+def summary_text(records: list[Record], gaps: list[str], changes: list[Change]) -> str:
+    graded = [r for r in records if r.status == "graded"]
+    count = counts(records)
+    lines = ["# Gradebook summary", "",
+             f"{len(records)} students: {count['graded']} graded, {count['error']} errors, "
+             f"{count['missing']} missing; {sum(r.provisional for r in graded)} provisional (GPU tests not run); "
+             f"{len(changes)} overrides."]
+    if graded:
+        scores = totals(records)
+        lines += ["", f"Totals of the graded rows: mean {statistics.fmean(scores):.2f}, median "
+                      f"{number(statistics.median(scores))}, min {number(min(scores))}, max {number(max(scores))} "
+                      f"(out of {TOTAL_POINTS}); error and missing rows are 0 in the CSV and left out here."]
+    lines += ["", "## Per problem", "", "| problem | graded | mean | max points | mean % |", "|---|---:|---:|---:|---:|"]
+    for index, (key, problem) in enumerate(PROBLEMS.items()):
+        scores = [r.problems[index] for r in graded if r.problems[index] is not None]
+        if scores:
+            mean = statistics.fmean(scores)
+            lines.append(f"| {key} {problem.module} | {len(scores)} | {mean:.2f} | {problem.points} | "
+                         f"{100 * mean / problem.points:.1f} |")
+    lines += _tests_section([r for r in records if r.tests])
+    lines += _mistakes_section([r for r in records if r.tests])
+    lines += _problem_rows(records, gaps, changes)
+    return "\n".join(lines) + "\n"
+
+
+def _tests_section(judged: list[Record]) -> list[str]:
+    """Pass rate per test (passed / (passed + failed)) and the tests most often failed, over every row with tests."""
+    tally: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
+    order = {key: i for i, key in enumerate(PROBLEMS)}
+    for record in judged:
+        for test in record.tests:
+            tally[(order.get(test.problem, len(order)), f"{test.problem} {test.name}")][test.status] += 1
+    lines = ["", "## Pass rate per test", "", "| test | passed | failed | error | not run | pass rate |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for (_, name), n in sorted(tally.items()):
+        ran = n["passed"] + n["failed"]
+        rate = f"{100 * n['passed'] / ran:.1f}%" if ran else "-"
+        lines.append(f"| {_cell(name)} | {n['passed']} | {n['failed']} | {n['error']} | {n['not_run']} | {rate} |")
+    failed = sorted(((c["failed"], name) for (_, name), c in tally.items() if c["failed"]), key=lambda x: (-x[0], x[1]))
+    lines += ["", f"## Most often failed (top {MOST_FAILED})", ""]
+    lines += [f"{i}. {_cell(name)}: failed by {n} of {len(judged)}" for i, (n, name) in
+              enumerate(failed[:MOST_FAILED], 1)] or ["No test failed."]
+    return lines
+
+
+def _mistakes_section(judged: list[Record]) -> list[str]:
+    """Per problem, how many students a failed test of theirs named each known mistake (``grader.judge.diagnosis``)."""
+    students: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for record in judged:
+        for test in record.tests:
+            for mistake in test.mistakes:
+                students[(test.problem, mistake)].add(record.student)
+    if not students:
+        return ["", "## Known mistakes", "", "No failed test matched a known mistake."]
+    order = {key: i for i, key in enumerate(PROBLEMS)}
+    ranked = sorted(students.items(), key=lambda item: (order.get(item[0][0], len(order)), -len(item[1]), item[0][1]))
+    return ["", "## Known mistakes (students whose failed tests behave like each)", "",
+            "| problem | mistake | students |", "|---|---|---:|"] + [
+        f"| {problem} | {_cell(mistake)} | {len(who)} |" for (problem, mistake), who in ranked]
+
+
+def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change]) -> list[str]:
+    """Sections for what needs the instructor: errors, missing results, students not in the roster, overrides."""
+    lines = []
+    errors = [r for r in records if r.status == "error"]
+    if errors:
+        lines += ["", "## Errors (0 points: look at the logs, fix, re-run the batch with --retry-errors)", "",
+                  "| student | reason |", "|---|---|"]
+        lines += [f"| {_cell(r.student)} | {_cell(r.reason[:300])} |" for r in errors]
+    missing = [r for r in records if r.status == "missing"]
+    if missing or gaps:
+        lines += ["", "## Missing (0 points)", ""]
+        lines += [f"- {r.student}: {r.reason}" for r in missing]
+        lines += [f"- {gap}: no batch.json found (its results were not merged)" for gap in gaps]
+    unlisted = [r.student for r in records if NOT_IN_ROSTER in r.notes]
+    if unlisted:
+        lines += ["", "## Not in the roster (graded all the same: check the student ids)", ""]
+        lines += [f"- {student}" for student in unlisted]
+    if changes:
+        lines += ["", "## Overrides", "", "| student | what | from | to | reason |", "|---|---|---:|---:|---|"]
+        lines += [f"| {_cell(c.student)} | {_cell(c.item)} | {number(c.before)} | {number(c.after)} | {_cell(c.reason)} |"
+                  for c in changes]
+    return lines
+
+
+def incomplete(records: list[Record], gaps: list[str]) -> list[str]:
+    """What makes the gradebook incomplete (exit status 1): results a batch lost, shards, unknown students."""
+    lost = sum(r.reason == NO_RESULT for r in records)
+    unlisted = sum(NOT_IN_ROSTER in r.notes for r in records)
+    return ([f"{lost} students without a result"] * bool(lost) + gaps
+            + [f"{unlisted} submissions not in the roster"] * bool(unlisted))
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")

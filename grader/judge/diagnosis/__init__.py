@@ -1,0 +1,109 @@
+"""Diagnosis by behaviour: which known mistake a failing submission behaves like.
+
+The catalog is the curated mutants (``grader/selfproof/mutants/p<N>_<module>.toml``): each is a plausible
+student bug with its misconception and the handout section that explains it. When a hidden test
+fails, the judge replays the test's recorded requests (``session.Recording``) on the reference
+and on each variant of the problem (the reference with one mutant applied, imported in the judge:
+kit code, never shipped). A variant *reproduces* the failure when it answers every recorded request
+as the student did while the reference does not; the feedback names the variants that do. When
+none does, or the test cannot be replayed (a callback, files, measurements, the source text), it
+names nothing: never a guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import itertools
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ...selfproof import mutants
+from ..handle import Recording
+from ...grading.submission import stage
+from .replay import Variant, unreplayable
+
+_PACKAGES = itertools.count()
+# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; the stateful ones
+# (P5, P7, P8) say nothing is known until mistaken submissions of theirs measure it too.
+MEASURED = ("P1", "P2", "P3", "P4", "P6")
+
+
+@dataclass(frozen=True)
+class Mistake:
+    id: str
+    problem: str
+    misconception: str
+    section: str  # a ``### module.Name`` heading of handout.md
+
+
+def section_of(mutant: mutants.Mutant, source: str) -> str:
+    """The mutant's ``section``, else ``module.Name`` of the top-level definition holding its edit ("" if none)."""
+    if mutant.section:
+        return mutant.section
+    line = source[: source.find(mutant.find)].count("\n") + 1
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.lineno <= line <= (node.end_lineno or 0):
+            return f"{mutant.module}.{node.name}"
+    return ""
+
+
+@cache
+def catalog(problem: str) -> tuple[Mistake, ...]:
+    """The known mistakes of ``problem`` (P1..P8) that a CPU judge can reproduce."""
+    found = []
+    for mutant in mutants.load():
+        if mutant.problem == problem and mutant.diagnose and not mutant.gpu:
+            source = (mutants.SOLUTIONS / f"{mutant.module}.py").read_text()
+            found.append(Mistake(mutant.id, problem, mutant.misconception, section_of(mutant, source)))
+    return tuple(found)
+
+
+def feedback(mistakes: list[Mistake]) -> str:
+    """What the student reads under a failed test ("" when nothing is known)."""
+    if len(mistakes) == 1:
+        (mistake,) = mistakes
+        return (f"Known mistake ({mistake.id}): your code behaves like one that has this bug: "
+                f"{mistake.misconception}. See handout.md, section '{mistake.section}'.")
+    if mistakes:
+        named = "; ".join(f"{m.id}: {m.misconception} (handout section '{m.section}')" for m in mistakes)
+        return f"Known mistakes: your code behaves like each of these: {named}."
+    return ""
+
+
+class Diagnoser:
+    """The variants of each problem, imported once per judge process, on first need."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="kit-variants-"))
+        atexit.register(shutil.rmtree, self.folder, True)
+        self.variants: dict[str, tuple[Variant, list[tuple[Mistake, Variant]]]] = {}
+
+    def _load(self, problem: str) -> tuple[Variant, list[tuple[Mistake, Variant]]]:
+        if problem not in self.variants:
+            reference = Variant(stage(mutants.SOLUTIONS, self.folder / problem / "reference"), _package())
+            by_id = {m.id: m for m in mutants.load()}
+            self.variants[problem] = reference, [
+                (mistake, Variant(mutants.materialize(by_id[mistake.id], self.folder / problem / mistake.id),
+                                  _package())) for mistake in catalog(problem)]
+        return self.variants[problem]
+
+    def diagnose(self, problem: str, recording: Recording, seconds: float) -> list[Mistake]:
+        """The known mistakes whose variants reproduce the recorded behaviour (empty: nothing known, also
+        when it takes more than ``seconds``)."""
+        if problem not in MEASURED or recording.blocked or unreplayable(recording.exchanges):
+            return []
+        deadline = time.monotonic() + seconds
+        reference, variants = self._load(problem)
+        if reference.reproduces(recording.exchanges, deadline):
+            return []  # the answers do not explain the failure
+        found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
+        return found if time.monotonic() <= deadline else []
+
+
+def _package() -> str:
+    return f"_kit_variant_{next(_PACKAGES)}"

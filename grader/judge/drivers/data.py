@@ -1,0 +1,301 @@
+"""P6: token files staged and read by the judge, batches drawn in the worker, costs measured from outside.
+
+Everything here runs in the judge. Files go through the exchange folder (``sub.exchange()``):
+the judge writes the inputs and reads what the submission left, through descriptors that never
+follow a link the worker may have planted there. The worker runs only the submission's functions
+and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.random.default_rng``,
+``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.cuda.host_memory_stats``).
+What a call costs the worker's whole process tree is read by the judge from outside it (its
+cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs; every expected value is computed by the hidden suite from the tokens it owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import resource
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from ..handle import Remote, StudentError, Submission
+from ...wire import Raised
+from .folder import Folder
+
+MiB = 1 << 20
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def holding(remote: Remote) -> Iterator[Remote]:
+    """Release ``remote`` in the worker when the block ends (a worker that is gone holds nothing)."""
+    try:
+        yield remote
+    finally:
+        with contextlib.suppress(StudentError):
+            remote.release()
+
+
+def library(sub: Submission, target: str, *args: Any, **kwargs: Any) -> Any:
+    """Call a library function in the worker (e.g. to seed its RNGs); its value as data."""
+    with holding(sub.lib(target, *args, **kwargs)) as result:
+        return result.read()
+
+
+@contextlib.contextmanager
+def file_size_limit(sub: Submission, limit: int | None) -> Iterator[None]:
+    """While the block runs, the worker's writes fail past ``limit`` bytes (EFBIG, as on a full
+    disk: Python ignores SIGXFSZ, so the write raises). Set by a library call the judge orders in
+    the worker (``resource.setrlimit``; the judge may lack the capability to prlimit a worker that
+    runs as another user): a submission that defuses it only makes its write succeed, which fails."""
+    if limit is None:
+        yield
+        return
+    soft, hard = library(sub, "resource.getrlimit", resource.RLIMIT_FSIZE)
+    library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(StudentError):  # a worker that died is restarted with its own limits
+            library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def _dtype_kwargs(dtype: Any) -> dict:
+    """``dtype=`` as an ``np.dtype`` (a scalar type such as ``np.uint8`` crosses the wire as one anyway)."""
+    return {} if dtype is None else {"dtype": np.dtype(dtype)}
+
+
+# -- save_tokens / load_tokens -------------------------------------------------------------------
+
+def save(sub: Submission, tokens: Any, dtype: Any = None, *, existing: bytes | None = None, as_str: bool = True,
+         file_limit: int | None = None) -> tuple[Raised | None, dict[str, bytes | None]]:
+    """``save_tokens(tokens, path[, dtype=dtype])`` into a fresh folder (holding ``existing`` at
+    ``path`` first, when given; ``path`` a str or a ``pathlib.Path`` built in the worker): what it
+    raised, and every file the folder holds afterwards, read by the judge."""
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", existing) if existing is not None else folder.path("tokens.bin")
+        target = path if as_str else sub.lib("pathlib.Path", path)
+        with file_size_limit(sub, file_limit):
+            result = sub.outcome("data.save_tokens", tokens, target, **_dtype_kwargs(dtype))
+        return (result if isinstance(result, Raised) else None), folder.files()
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What ``load_tokens`` gave: what it raised, or the array read back and its kind."""
+
+    raised: Raised | None
+    type: str = ""
+    memmap: bool = False
+    writeable: bool = False
+    values: Any = None
+
+
+def load(sub: Submission, content: bytes, dtype: Any = None) -> Loaded:
+    """``load_tokens(path[, dtype=dtype])`` of a file the judge wrote holding ``content``."""
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", content)
+        result = sub.outcome("data.load_tokens", path, **_dtype_kwargs(dtype))
+        if isinstance(result, Raised):
+            return Loaded(result)
+        with holding(sub.new("data.load_tokens", path, **_dtype_kwargs(dtype))) as loaded, \
+                holding(sub.lib("importlib.import_module", "numpy")) as numpy, \
+                holding(numpy.get("memmap", keep=True)) as memmap_class:
+            if library(sub, "builtins.isinstance", loaded, memmap_class) is not True:
+                return Loaded(None, loaded.type_name, values=result)
+            with holding(loaded.get("flags", keep=True)) as flags:
+                return Loaded(None, loaded.type_name, True, flags.get("writeable") is True, result)
+
+
+# -- get_batch -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Batch:
+    """What ``get_batch`` returned, as data, and (when asked for) the device of each returned tensor."""
+
+    value: Any
+    devices: tuple[str, ...] = ()
+
+
+def _pair_of_tensors(value: Any) -> bool:
+    return type(value) is tuple and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)
+
+
+def get_batch(sub: Submission, tokens: Any, batch_size: Any, context_length: Any, device: str = "cpu",
+              generator: Remote | None = None, *, devices: bool = False) -> Batch:
+    """``get_batch(tokens, B, L, device[, generator])`` in the worker; with ``devices``, each
+    returned tensor's device is read back from the worker too (the data comes back on the CPU)."""
+    args = (tokens, batch_size, context_length, device) + (() if generator is None else (generator,))
+    with holding(sub.new("data.get_batch", *args)) as pair:
+        value = pair.read()
+        if not (devices and _pair_of_tensors(value)):
+            return Batch(value)
+        found = []
+        for index in (0, 1):
+            with holding(pair.call("__getitem__", index, keep=True)) as tensor:
+                found.append(str(tensor.get("device")))
+        return Batch(value, tuple(found))
+
+
+@contextlib.contextmanager
+def token_source(sub: Submission, tokens: np.ndarray, as_file: bool = False) -> Iterator[Remote]:
+    """``tokens`` held in the worker: the array, sent once, or (``as_file``) a read-only
+    ``np.memmap`` of a file the judge wrote with its bytes."""
+    if not as_file:
+        with holding(sub.lib("numpy.array", tokens)) as held:
+            yield held
+        return
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", tokens.tobytes())
+        with holding(sub.lib("numpy.memmap", path, dtype=tokens.dtype, mode="r")) as held:
+            yield held
+
+
+def seeded_batches(sub: Submission, tokens: np.ndarray, batch_size: Any, context_length: Any, seeds: list[int],
+                   as_file: bool = False, devices: bool = False) -> list[Batch]:
+    """One ``get_batch(tokens, B, L, "cpu", np.random.default_rng(seed))`` per seed, the generator
+    built in the worker; before each, numpy's and torch's global RNGs there are seeded differently,
+    so that only the generator can make two batches equal."""
+    with token_source(sub, tokens, as_file) as source:
+        batches = []
+        for number, seed in enumerate(seeds):
+            library(sub, "numpy.random.seed", 1000 + number)
+            library(sub, "torch.manual_seed", 1000 + number)
+            with holding(sub.lib("numpy.random.default_rng", seed)) as generator:
+                batches.append(get_batch(sub, source, batch_size, context_length, "cpu", generator, devices=devices))
+        return batches
+
+
+def global_batches(sub: Submission, tokens: np.ndarray, batch_size: int, context_length: int,
+                   seeds: list[int]) -> list[Batch]:
+    """One ``get_batch(tokens, B, L, "cpu")`` (no generator) after each ``np.random.seed(seed)`` in
+    the worker; torch's global RNG is seeded differently each time, so only numpy's can make two equal."""
+    with token_source(sub, tokens) as source:
+        batches = []
+        for number, seed in enumerate(seeds):
+            library(sub, "torch.manual_seed", 2000 + number)
+            library(sub, "numpy.random.seed", seed)
+            batches.append(get_batch(sub, source, batch_size, context_length))
+        return batches
+
+
+# -- what sampling costs, measured from outside the worker -------------------------------------------
+
+@dataclass(frozen=True)
+class Cost:
+    """What one action cost the worker's whole process tree (forked children, memfds and tmpfs
+    files included), read by the judge from outside it (``Submission.measure``)."""
+
+    peak_mib: float  # growth of the memory the tree held, at its highest
+    read_mib: float  # bytes copied in through read(2) and the like (rchar), by any process of the tree
+    source: str  # what counted the memory
+
+    @property
+    def touched_mib(self) -> float:
+        return max(self.peak_mib, self.read_mib)
+
+
+def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Cost]:
+    """Run ``action`` (calls into the worker) and measure, from the judge, what it cost the worker."""
+    before = sub.measure(reset_peak=True)
+    result = action()
+    after = sub.measure()
+    return result, Cost(peak_mib=max(after.peak_bytes - before.memory_bytes, 0) / MiB,
+                        read_mib=(after.read_bytes - before.read_bytes) / MiB, source=after.source)
+
+
+def warm_up(sub: Submission) -> None:
+    """One small load_tokens and get_batch first, so that one-time costs (imports, allocator pools)
+    are not charged to the big file."""
+    with Folder(sub) as folder:
+        sub.outcome("data.load_tokens", folder.write("warm.bin", np.arange(4096, dtype=np.uint16).tobytes()))
+        sub.outcome("data.get_batch", np.arange(4096, dtype=np.uint16), 2, 8, "cpu")
+
+
+def load_cost(sub: Submission, size: int) -> tuple[tuple, Cost]:
+    """``load_tokens(path)`` of a sparse file of ``size`` bytes, then its first and last token read
+    back (the memmap released after): those two tokens, and what it all cost."""
+    with Folder(sub) as folder:
+        path = folder.sparse("tokens.bin", size)
+
+        def load_and_read_ends() -> tuple:
+            with holding(sub.new("data.load_tokens", path)) as tokens:
+                return tokens.call("__len__"), tokens.call("__getitem__", 0), tokens.call("__getitem__", -1)
+
+        return measure(sub, load_and_read_ends)
+
+
+def batch_cost(sub: Submission, size: int, calls: int, batch_size: int, context_length: int) -> tuple[list, Cost]:
+    """``calls`` x ``get_batch(np.memmap of a sparse uint16 file of size bytes, B, L, "cpu", rng)``
+    (the memmap and the generator built in the worker first): the batches, and what they cost."""
+    with Folder(sub) as folder:
+        path = folder.sparse("tokens.bin", size)
+        with holding(sub.lib("numpy.memmap", path, dtype=np.dtype(np.uint16), mode="r")) as tokens, \
+                holding(sub.lib("numpy.random.default_rng", 0)) as generator:
+            return measure(sub, lambda: [sub.call("data.get_batch", tokens, batch_size, context_length, "cpu", generator)
+                                         for _ in range(calls)])
+
+
+# -- CUDA ------------------------------------------------------------------------------------------
+
+PINNED_COUNTERS = ("num_host_alloc", "allocations.allocated", "active_requests.allocated")
+
+
+def cuda_batch(sub: Submission, tokens: np.ndarray, batch_size: int, context_length: int,
+               seed: int) -> tuple[Batch, bool]:
+    """``get_batch(tokens, B, L, "cuda", np.random.default_rng(seed))``: the batch with its devices,
+    and whether torch's pinned host allocator in the worker handed out a block during the call
+    (``torch.cuda.host_memory_stats``: a library counter in the worker, not a measurement from outside)."""
+    with token_source(sub, tokens) as source, holding(sub.lib("numpy.random.default_rng", seed)) as generator:
+        before = library(sub, "torch.cuda.host_memory_stats")
+        batch = get_batch(sub, source, batch_size, context_length, "cuda", generator, devices=True)
+        after = library(sub, "torch.cuda.host_memory_stats")
+    counted = [key for key in PINNED_COUNTERS if isinstance(after, dict) and isinstance(before, dict)
+               and key in after and key in before]
+    return batch, any(after[key] > before[key] for key in counted)
+
+
+def short(tokens: Any) -> str:
+    """Tokens for a message: their type, dtype, shape and first values."""
+    if isinstance(tokens, (np.ndarray, torch.Tensor)):
+        flat = tokens.reshape(-1).tolist()
+        return (f"{type(tokens).__name__} of {tokens.dtype}, shape {tuple(tokens.shape)}, {flat[:8]}"
+                f"{'...' if len(flat) > 8 else ''}")
+    return repr(tokens[:8])[:-1] + (", ...]" if len(tokens) > 8 else "]")
+
+
+def check_windows(tokens: np.ndarray, got: Any, batch: int, length: int, what: str) -> list[int]:
+    """Assert the contract of one (x, y); returns the start of each row."""
+    assert isinstance(got, tuple) and len(got) == 2, f"{what} returned {type(got).__name__}, expected a pair (x, y)"
+    x, y = got
+    for name, t in (("x", x), ("y", y)):
+        assert isinstance(t, torch.Tensor), f"{what}: {name} is a {type(t).__name__}, expected a torch.Tensor"
+        assert t.dtype == torch.int64 and tuple(t.shape) == (batch, length), (
+            f"{what}: {name} is {t.dtype} of shape {tuple(t.shape)}, expected torch.int64 of shape ({batch}, {length})")
+    values = tokens.astype(np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(values, length + 1)  # row s = tokens[s : s + L + 1]
+    distinct = len(np.unique(values)) == len(values)
+    position = {int(v): s for s, v in enumerate(values)} if distinct else {}
+    starts = []
+    for i in range(batch):
+        row_x, row_y = x[i].numpy(), y[i].numpy()
+        if distinct:  # the only candidate start is where x's first token sits
+            s = position.get(int(row_x[0]), len(windows))
+            ok = s < len(windows) and np.array_equal(windows[s, :-1], row_x) and np.array_equal(windows[s, 1:], row_y)
+            matches = np.array([s] if ok else [], dtype=np.int64)
+        else:
+            matches = np.flatnonzero((windows[:, :-1] == row_x).all(axis=1) & (windows[:, 1:] == row_y).all(axis=1))
+        assert matches.size, (
+            f"{what}: row {i} is x={row_x.tolist()[:8]}..., y={row_y.tolist()[:8]}..., which is not tokens[s:s+L], "
+            f"tokens[s+1:s+L+1] for any valid start 0 <= s <= len(tokens) - L - 1 = {len(values) - length - 1}")
+        starts.append(int(matches[0]))
+    return starts
+
+
+def chi_square_limit(dof: int, z: float = 5.2) -> float:
+    """Wilson-Hilferty upper quantile of chi-square(dof) at z sigmas (z = 5.2: p about 1e-7), a
+    slight overestimate for small dof, so a uniform sampler essentially never fails."""
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3

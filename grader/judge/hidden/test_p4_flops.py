@@ -1,0 +1,345 @@
+"""Hidden tests for P4 (flops.py): FLOP counts against FlopCounterMode, MFU, training time, timing.
+
+FLOP counts are checked against ``torch.utils.flop_counter.FlopCounterMode`` on meta tensors
+(nothing is computed, so sizes can be large); the scaling rules 2NP/4NP/6NP, ``mfu`` and
+``training_days`` against their formulas; ``time_matmul`` and ``matmul_mfu`` against a timing
+the judge takes itself, against the wall time the judge measures around each call from outside
+the worker, and, on the CPU, against the CPU time the worker's whole process tree spent, read
+from outside it (grader/judge/drivers/flops.py).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
+
+from grader.judge.drivers.flops import Rounds, timed_rounds
+from grader.judge.hidden._contract import answers, refused_or_as_for
+
+H100_BF16_PEAK = 989.5e12  # dense bf16 FLOP/s (the 1979e12 of the spec sheet assumes 2:4 sparsity)
+SECONDS_PER_DAY = 86_400
+# One failure per test, reported plainly (not an ExceptionGroup of "distinct failures"), and no
+# "explain" phase: it is slow on failures and would print hidden-suite file names and lines.
+
+
+# --- strategies --------------------------------------------------------------------------------
+
+def counts(max_value: int):
+    """A count as an int, or as the whole float the contract also accepts (exact below 2**53)."""
+    return st.integers(0, max_value).flatmap(lambda n: st.sampled_from([n, float(n)]))
+
+
+def bad_counts():
+    """Values no count may take: negative, not whole, not finite."""
+    return st.one_of(st.integers(-10**6, -1), st.sampled_from([-1.0, 0.5, 2.25, 1e3 + 0.5, math.nan, math.inf, -math.inf]))
+
+
+def positive_reals():
+    return st.floats(1e-6, 1e30, allow_nan=False, allow_infinity=False)
+
+
+def mfus():
+    return st.floats(1e-3, 1.0, allow_nan=False)
+
+
+# --- oracles -----------------------------------------------------------------------------------
+
+def counted_matmul_flops(m: int, k: int, n: int) -> int:
+    a, b = torch.empty(m, k, device="meta"), torch.empty(k, n, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        torch.mm(a, b)
+    return counter.get_total_flops()
+
+
+def counted_deep_linear_flops(batch: int, dim: int, num_layers: int) -> dict[str, int]:
+    """FlopCounterMode on the real deep linear model: forward, then backward of a scalar loss."""
+    with warnings.catch_warnings():  # dim = 0: "Initializing zero-element tensors is a no-op"
+        warnings.simplefilter("ignore", UserWarning)
+        layers = [torch.nn.Linear(dim, dim, bias=False) for _ in range(num_layers)]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(dim, 1, bias=False)).to("meta")
+    x = torch.empty(batch, dim, device="meta")  # does not require grad, as in the lecture
+    with FlopCounterMode(display=False) as forward:
+        loss = model(x).sum()  # a sum counts 0 FLOPs
+    with FlopCounterMode(display=False) as backward:
+        loss.backward()
+    return {"forward": forward.get_total_flops(), "backward": backward.get_total_flops()}
+
+
+def assert_int(got, want: int, call: str) -> None:
+    assert type(got) is int, f"{call} returned {got!r} ({type(got).__name__}), expected the int {want}"
+    assert got == want, f"{call} returned {got}, expected {want}"
+
+
+def assert_close(got, want: float, call: str, rel: float = 1e-12, unit: str = "") -> None:
+    """Floats computed by the same formula in a different order differ by a few ulps: rel 1e-12 is ample."""
+    assert isinstance(got, numbers.Real) and not isinstance(got, bool), (
+        f"{call} returned {got!r} ({type(got).__name__}), expected a float")
+    assert math.isclose(got, want, rel_tol=rel), f"{call} returned {got!r}, expected {want!r}{unit}"
+
+
+def gpu_peak() -> float:
+    """Dense bf16 peak of the GPU runner if known, else an upper bound for any current GPU (B200: 2.25e15)."""
+    name = torch.cuda.get_device_name()
+    known = {"H100": H100_BF16_PEAK, "H200": H100_BF16_PEAK, "A100": 312e12}
+    return next((peak for key, peak in known.items() if key in name), 2.5e15)
+
+
+# --- FLOP counts -------------------------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(m=counts(2**20), k=counts(2**20), n=counts(2**20))
+@example(m=16384, k=32768, n=8192)
+def test_matmul_flops_matches_flop_counter(sub, m, k, n):
+    """matmul_flops(m, k, n) equals what FlopCounterMode counts for (m x k) @ (k x n), as an int"""
+    want = counted_matmul_flops(int(m), int(k), int(n))
+    assert_int(sub.call("flops.matmul_flops", m, k, n), want, f"flops.matmul_flops({m!r}, {k!r}, {n!r})")
+
+
+@pytest.mark.points(1.5)
+@given(tokens=counts(10**15), params=counts(10**12))
+@example(tokens=15e12, params=70e9)
+def test_forward_backward_training_flops(sub, tokens, params):
+    """forward_flops, backward_flops and training_flops are 2NP, 4NP and 6NP, as exact ints"""
+    n, p = int(tokens), int(params)
+    for name, factor in (("forward_flops", 2), ("backward_flops", 4), ("training_flops", 6)):
+        assert_int(sub.call(f"flops.{name}", tokens, params), factor * n * p, f"flops.{name}({tokens!r}, {params!r})")
+
+
+@pytest.mark.points(1)
+@given(bad=bad_counts(), position=st.integers(0, 2))
+def test_bad_counts_raise_value_error(sub, bad, position):
+    """A negative, non-whole or infinite count raises ValueError in every counting function"""
+    answers(sub, "flops.matmul_flops", (4, 5, 6), 240)  # error paths count only beside working code
+    answers(sub, "flops.training_flops", (4, 5), 120)
+    three = [4, 5, 6]
+    three[position] = bad
+    sub.raises(ValueError, "flops.matmul_flops", *three)
+    sub.raises(ValueError, "flops.deep_linear_flops", *three)
+    for name in ("forward_flops", "backward_flops", "training_flops"):
+        sub.raises(ValueError, f"flops.{name}", *(three[:2] if position < 2 else [bad, 7]))
+    sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=bad)
+    sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=0)
+
+
+def check_deep_linear_flops(sub, batch, dim, num_layers) -> None:
+    want = counted_deep_linear_flops(int(batch), int(dim), int(num_layers))
+    call = f"flops.deep_linear_flops({batch!r}, {dim!r}, {num_layers!r})"
+    got = sub.call("flops.deep_linear_flops", batch, dim, num_layers)
+    assert isinstance(got, dict) and {"forward", "backward"} <= set(got), (
+        f"{call} returned {got!r}, expected a dict with keys 'forward' and 'backward'")
+    assert_int(got["forward"], want["forward"], f"{call}['forward']")
+    assert_int(got["backward"], want["backward"], f"{call}['backward'] (the first layer's input gradient is never computed)")
+
+
+@pytest.mark.points(1.5)
+@given(batch=counts(64), dim=counts(64), num_layers=counts(4).filter(lambda n: n >= 1))
+@example(batch=4, dim=8, num_layers=2)
+def test_deep_linear_flops_matches_flop_counter(sub, batch, dim, num_layers):
+    """deep_linear_flops equals FlopCounterMode's forward and backward counts on the real model"""
+    # Core: one hidden layer or more. The no-hidden-layer corner is test_deep_linear_flops_without_hidden_layers.
+    check_deep_linear_flops(sub, batch, dim, num_layers)
+
+
+@pytest.mark.points(0.5)
+@given(batch=counts(64), dim=counts(64))
+@example(batch=4, dim=8)
+def test_deep_linear_flops_without_hidden_layers(sub, batch, dim):
+    """deep_linear_flops with num_layers = 0 counts the head as the first layer (backward: its weight gradient only)"""
+    # Corner: num_layers = 0 only; the core is test_deep_linear_flops_matches_flop_counter.
+    check_deep_linear_flops(sub, batch, dim, 0)
+
+
+# --- MFU and training time ---------------------------------------------------------------------
+
+@pytest.mark.points(1)
+@given(flops=st.floats(1.0, 1e30), seconds=positive_reals(), peak=positive_reals())
+@example(flops=1e12, seconds=2.0, peak=1e12)
+@example(flops=0.0, seconds=1.0, peak=1e12)
+def test_mfu(sub, flops, seconds, peak):
+    """mfu is flops / seconds / peak; seconds or peak <= 0, or negative flops, raise ValueError"""
+    call = f"flops.mfu({flops!r}, {seconds!r}, {peak!r})"
+    assert_close(sub.call("flops.mfu", flops, seconds, peak), flops / seconds / peak, call)
+    sub.raises(ValueError, "flops.mfu", flops, 0.0, peak)
+    sub.raises(ValueError, "flops.mfu", flops, -seconds, peak)
+    sub.raises(ValueError, "flops.mfu", flops, seconds, 0.0)
+    sub.raises(ValueError, "flops.mfu", -1.0 - flops, seconds, peak)
+
+
+@pytest.mark.points(1.5)
+@given(params=counts(10**12), tokens=counts(10**14), gpus=st.integers(1, 4096), peak=positive_reals(), mfu=mfus())
+@example(params=70e9, tokens=15e12, gpus=1024, peak=H100_BF16_PEAK, mfu=0.5)
+def test_training_days(sub, params, tokens, gpus, peak, mfu):
+    """training_days is 6NP / (gpus * peak * mfu) in days (the lecture: ~143.9 days for 70B on 15T tokens)"""
+    call = f"flops.training_days({params!r}, {tokens!r}, {gpus!r}, {peak!r}, {mfu!r})"
+    want = 6 * int(params) * int(tokens) / (gpus * peak * mfu) / SECONDS_PER_DAY
+    assert_close(sub.call("flops.training_days", params, tokens, gpus, peak, mfu), want, call, unit=" days")
+
+
+@pytest.mark.points(0.5)
+@given(bad=st.one_of(st.sampled_from([0.0, -0.0, -0.5, 1.0 + 2**-52, 1.5, 2.0, math.nan, math.inf]),
+                     st.floats(1.0, 100.0, exclude_min=True), st.floats(-100.0, 0.0)))
+def test_training_days_rejects_mfu_outside_zero_one(sub, bad):
+    """training_days raises ValueError for an mfu outside (0, 1], 0 GPUs or a peak not finite and > 0; mfu = 1 is allowed"""
+    sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, bad)
+    sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 0, H100_BF16_PEAK, 0.5)
+    for peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan):
+        sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, peak, 0.5)
+    lecture = (70e9, 15e12, 1024)
+    # A str where a number is asked: ValueError, TypeError, or the answer for that number.
+    refused_or_as_for(sub, "flops.training_days", (*lecture, H100_BF16_PEAK, "0.5"), (*lecture, H100_BF16_PEAK, 0.5))
+    refused_or_as_for(sub, "flops.training_days", (*lecture, "1e15", 0.5), (*lecture, 1e15, 0.5))
+    want = 6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK) / SECONDS_PER_DAY
+    assert_close(sub.call("flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, 1.0), want,
+                 f"flops.training_days(70e9, 15e12, 1024, {H100_BF16_PEAK!r}, 1.0)", unit=" days (mfu = 1 is allowed)")
+
+
+# --- timing ------------------------------------------------------------------------------------
+# CPU timings on a shared grading machine are noisy, so the judge times the same product in its
+# own process, on one thread (the worker's calls run on one thread too), interleaved with the
+# student's calls, and both sides keep their fastest of five rounds: a correct timer lands within
+# a few tens of percent of the judge's. The
+# band is a factor of 8 either way: wide for a noisy runner, yet narrow enough to catch a total
+# instead of a mean (repeats = 32 times too large) or a timer that skips the product.
+
+CPU_SIZE, CPU_REPEATS, CPU_BAND = 512, 32, 8.0
+# A timer must also have spent the CPU time of the products it reports, measured from outside for
+# the worker's whole process tree (its cgroup's cpuacct, else /proc: exited children included): over
+# a test's calls, at least CPU_SHARE of (repeats x each product's time), a product's time taken as
+# the lesser of the time reported and the judge's own CPU time for one product in the same round (a
+# busy machine stretches wall-clock times, not the CPU time a product needs). An honest timer spends
+# its warm-up products and the call's own handling on top (about 2x what is asked, measured); a half
+# covers the judge and the worker running on differently loaded cores of a shared 2-core runner. A
+# timer that runs one product and sleeps through the others spends about 1/repeats of it, plus the
+# call's handling (a few ms of CPU time: 512 makes a product outweigh it, 256 did not).
+CPU_SHARE = 0.5
+
+
+def assert_timing(found: Rounds, call: str, band: float, repeats: float, why: str = "") -> None:
+    """The submission's timings agree with the judge's, and with the wall time around its calls."""
+    got = found.student
+    assert all(isinstance(t, numbers.Real) and not isinstance(t, bool) and t > 0 for t in got), (
+        f"{call} returned {got!r}, expected positive numbers of seconds")
+    best, reference = min(got), min(found.reference)
+    assert reference / band <= best <= reference * band, (
+        f"{call} returned {best:.3g} s (its fastest of {len(got)} calls), but the judge's own timing of the same "
+        f"product gives {reference:.3g} s per product (within a factor {band:g} is accepted){why}")
+    assert_ran_for_real(found, call, repeats)
+
+
+def assert_ran_for_real(found: Rounds, call: str, repeats: float) -> None:
+    """Measured from outside: a call that times ``repeats`` products took at least that long."""
+    for seconds, wall in zip(found.student, found.wall):
+        assert seconds * repeats <= wall * 1.05 + 1e-3, (
+            f"{call} returned {seconds:.3g} s per product for {repeats:g} products, but the whole call took "
+            f"{wall:.3g} s as the judge measured it: it cannot have timed what it reports")
+
+
+def assert_spent_cpu(calls: list[tuple[Rounds, float]], call: str) -> None:
+    """Measured from outside: the worker's tree spent the CPU time of the products it reported
+    (``calls``: each test's rounds with the products per call), within CPU_SHARE."""
+    needed = CPU_SHARE * sum(repeats * min(seconds, cpu) for found, repeats in calls
+                             for seconds, cpu in zip(found.student, found.reference_cpu))
+    spent = sum(found.cpu for found, _ in calls)
+    products = sum(repeats * len(found.student) for found, repeats in calls)
+    assert spent >= needed, (
+        f"{call}: your process (and any it started) spent {spent:.3g} s of CPU time over {products:g} reported "
+        f"products, as the judge measured it from outside, but one product takes about "
+        f"{min(min(found.reference_cpu) for found, _ in calls):.3g} s of CPU time: at least {needed:.3g} s was "
+        "expected (it cannot have run the products it timed: a timer that waits or predicts instead fails)")
+
+
+def cpu_timings(sub, repeats: int | float) -> Rounds:
+    n = CPU_SIZE
+    return timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.float32, "cpu"), int(repeats), repeats=repeats)
+
+
+@pytest.mark.points(1)
+def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
+    """time_matmul on the CPU agrees with an independent timing of the same product"""
+    # Expected: the judge's own timing (grader/judge/drivers/flops.py), interleaved with the calls;
+    # measured from outside: the wall time of each call, which must cover the products reported.
+    # Also measured from outside: the CPU time the worker's whole tree spent (assert_spent_cpu).
+    n = CPU_SIZE
+    call = f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={CPU_REPEATS})"
+    found = cpu_timings(sub, CPU_REPEATS)
+    assert_timing(found, call, CPU_BAND, CPU_REPEATS)
+    assert_spent_cpu([(found, CPU_REPEATS)], call)
+
+
+@pytest.mark.points(1)
+def test_time_matmul_is_the_mean_of_one_product(sub):
+    """time_matmul returns the time of one product (the mean), whatever repeats is"""
+    n, few, many = CPU_SIZE, 2, 64.0
+    rounds = {repeats: cpu_timings(sub, repeats) for repeats in (few, many)}
+    for repeats, found in rounds.items():
+        assert_ran_for_real(found, f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={repeats!r})",
+                            repeats)
+    assert_spent_cpu([(found, repeats) for repeats, found in rounds.items()],
+                     f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={few} and {many!r})")
+    timed = {repeats: min(found.student) for repeats, found in rounds.items()}
+    # The mean of 64 products and of 2 products differ only by noise; a total would be 32x larger.
+    assert timed[many] < 6 * timed[few], (
+        f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={many!r}) returned {timed[many]:.3g} s, "
+        f"but {timed[few]:.3g} s with repeats={few}: expected about the same, the mean time of ONE product")
+
+
+def check_mfu(found: Rounds, call: str, n: int, peak: float, band: float, at_most_one: bool = False) -> None:
+    """MFU values agree with 2n^3 / (the judge's seconds) / peak, and the calls took real time."""
+    got = found.student
+    assert all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0 and (v <= 1 or not at_most_one)
+               for v in got), (f"{call} returned {got!r}, expected positive numbers"
+                               + (" in (0, 1]: an MFU above 1 means an unsynchronized timing" if at_most_one else ""))
+    reference = max(2 * n**3 / seconds / peak for seconds in found.reference)
+    assert reference / band <= max(got) <= reference * band, (
+        f"{call} returned {max(got):.3g} (its best of {len(got)} calls), but the judge's own timing gives an MFU of "
+        f"{reference:.3g} (within a factor {band:g} is accepted)")
+    assert_ran_for_real(implied_seconds(found, n, peak), call, 1)
+
+
+def implied_seconds(found: Rounds, n: int, peak: float) -> Rounds:
+    """``found`` with each MFU answer replaced by the time per product it implies."""
+    return Rounds(found.reference, [2 * n**3 / value / peak for value in found.student], found.wall,
+                  found.reference_cpu, found.cpu)
+
+
+@pytest.mark.points(0.5)
+def test_matmul_mfu_on_cpu_agrees_with_an_independent_timing(sub):
+    """matmul_mfu on the CPU agrees with 2mkn / (independently measured seconds) / peak"""
+    n, peak = CPU_SIZE, 1e12
+    found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.float32, "cpu", peak), 10)
+    call = f"flops.matmul_mfu({n}, {n}, {n}, torch.float32, 'cpu', {peak:g})"
+    check_mfu(found, call, n, peak, CPU_BAND)
+    assert_spent_cpu([(implied_seconds(found, n, peak), 1)], call)
+
+
+# On a GPU a synchronized timer agrees with CUDA events to a few percent; an unsynchronized one
+# times only the kernel launches, 20-30x too fast for a 4096^3 bf16 product on an H100.
+GPU_SIZE, GPU_BAND = 4096, 3.0
+
+
+@pytest.mark.gpu
+@pytest.mark.points(1)
+def test_time_matmul_on_gpu_agrees_with_cuda_events(sub):
+    """time_matmul on CUDA agrees with a CUDA-event timing (it must synchronize)"""
+    # Expected: CUDA events recorded by the judge process around its own products on the same GPU.
+    n = GPU_SIZE
+    found = timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.bfloat16, "cuda"), 10, repeats=10, timeout=120)
+    assert_timing(found, f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", GPU_BAND, 10,
+                  why=" (far too fast: the clock stopped before the GPU finished, call torch.cuda.synchronize())")
+
+
+@pytest.mark.gpu
+@pytest.mark.points(1)
+def test_matmul_mfu_on_gpu_is_between_zero_and_one(sub):
+    """matmul_mfu on CUDA lies in (0, 1] and agrees with a CUDA-event timing"""
+    n, peak = GPU_SIZE, gpu_peak()
+    found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.bfloat16, "cuda", peak), 10, timeout=120)
+    check_mfu(found, f"flops.matmul_mfu({n}, {n}, {n}, torch.bfloat16, 'cuda', {peak:g})", n, peak, GPU_BAND,
+              at_most_one=True)

@@ -1,0 +1,237 @@
+"""The pytest plugin that runs hidden suites in the judge.
+
+It provides the ``sub`` fixture (a ``handle.Submission``), reads each test's
+``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
+marks GPU tests "not run" where no GPU is used (and, with ``--gpu only``, every other test:
+the CPU pass grades those), and records one plain outcome per test.
+Messages keep only the assertion text (never hidden-suite source or tracebacks). A failed
+test's message starts with the known mistakes its recorded behaviour reproduces, if any
+(``grader.judge.diagnosis``; ``TestRecord.mistakes``). The outcomes file is a ``grader.record.JudgeReport``.
+
+It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
+only when the judge saw its call pass; the outcomes file says whether the session ended
+normally (``complete``), and ``grade`` awards nothing from a session that did not.
+
+Each problem gets its share of the session's time budget as its first test starts
+(``grader.judge.budget``): calls into the submission stop at its end, and the problem's tests that
+start after it fail, not run, with "P1 used up its time budget".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from . import handle
+from .budget import Budget
+from ..options import GPU_MODES, GradingOptions
+from ..record import NOT_JUDGED, JudgeReport, TestRecord
+
+NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
+NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
+STOPPED = "not run: grading stopped at the first failed test"
+SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
+MAX_MESSAGE = 1500
+DEFAULTS = GradingOptions()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("grader", "hidden-suite judge")
+    group.addoption("--submission", help="staged submission package folder")
+    group.addoption("--in-process", action="store_true", help="UNSAFE: run student code in the judge (debugging)")
+    group.addoption("--gpu", choices=GPU_MODES, default=DEFAULTS.gpu)
+    group.addoption("--call-seconds", type=float, default=DEFAULTS.call_seconds)
+    group.addoption("--budget-seconds", type=float, default=None, help="time budget for the whole submission")
+    group.addoption("--memory-mb", type=int, default=DEFAULTS.memory_mb, help="worker memory cap (resident)")
+    group.addoption("--outcomes", help="write outcomes (JSON) here")
+    group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
+    group.addoption("--first-failure", action="store_true",
+                    help="stop at the first failed test; the rest are not run (mutation verdicts)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "points(n): points this hidden test is worth")
+    config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
+    if config.getoption("--first-failure"):
+        config.option.maxfail = 1
+    if config.getoption("--submission"):
+        config.pluginmanager.register(Recorder(config), "grader-recorder")
+
+
+@pytest.fixture(scope="session")
+def sub(request: pytest.FixtureRequest) -> Iterator[handle.Submission]:
+    """The submission under test, served by the Recorder that ``--submission`` registers."""
+    recorder = request.config.pluginmanager.get_plugin("grader-recorder")
+    if recorder is None:
+        raise pytest.UsageError("the sub fixture needs --submission")
+    yield from recorder.sub()
+
+
+def gpu_in_use(config: pytest.Config) -> bool:
+    mode = config.getoption("--gpu")
+    if mode == "off":
+        return False
+    import torch
+
+    available = torch.cuda.is_available()
+    if mode in ("require", "only") and not available:
+        raise pytest.UsageError(f"--gpu {mode}: no CUDA device is available")
+    return available
+
+
+def problem_of(item: pytest.Item) -> tuple[str, str]:
+    match = SUITE_FILE.search(item.path.name)
+    if not match:
+        raise pytest.UsageError(f"hidden test file {item.path.name} is not named test_p<N>_<module>.py")
+    return f"P{match.group(1)}", match.group(2)
+
+
+def points_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("points")
+    if marker is None or not marker.args:
+        raise pytest.UsageError(f"hidden test {item.nodeid} has no @pytest.mark.points(n)")
+    return float(marker.args[0])
+
+
+def clean_message(longrepr: object) -> str:
+    """The failure's own message: no source lines, no traceback, no assertion rewriting."""
+    crash = getattr(longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(longrepr)
+    text = re.sub(r"^(?:[\w.]+\.)?(?:StudentError|OutOfTime|AssertionError|Failed): ?", "", text)
+    text = text.split("\nassert ", 1)[0]
+    text = re.sub(r"\n\s*sub=<[^>\n]*>,", "", text)  # hypothesis lists the fixture among the arguments
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 15] + "...[truncated]"
+
+
+DIAGNOSIS_SECONDS = (60.0, 240.0)  # at most per failed test, and in all, for naming known mistakes
+
+
+def diagnosis_seconds(deadline: float | None, spent: float) -> float:
+    """How long the next diagnosis may take: ``DIAGNOSIS_SECONDS`` less what was ``spent``, and at most a
+    quarter of what is left of the submission's time budget."""
+    most = min(DIAGNOSIS_SECONDS[0], DIAGNOSIS_SECONDS[1] - spent)
+    return most if deadline is None else min(most, (deadline - time.monotonic()) / 4)
+
+
+class Recorder:
+    """Builds the ``sub`` fixture's backend and collects outcomes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.outcomes: dict[str, TestRecord] = {}
+        self.submission: handle.Submission | None = None
+        self.diagnoser = None  # a grader.judge.diagnosis.Diagnoser, made at the first failure
+        self.diagnosis_spent = 0.0
+        self.use_gpu = gpu_in_use(config)
+        self.gpu_only = config.getoption("--gpu") == "only"
+        self.budget = Budget(config.getoption("--budget-seconds"))
+        self.order: list[str] = []  # the problems with tests to run, in the order their tests run
+
+    def sub(self) -> Iterator[handle.Submission]:
+        """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
+        folder = Path(self.config.getoption("--submission"))
+        if self.config.getoption("--in-process"):
+            from .inprocess import InProcess
+
+            backend: handle.Backend = InProcess(folder)
+        else:
+            from ..containment.limits import Limits
+            from ..containment.worker import Worker
+
+            limits = Limits(call_seconds=self.config.getoption("--call-seconds"),
+                            memory_bytes=self.config.getoption("--memory-mb") << 20)
+            backend = Worker(folder, limits, masks=[Path(p) for p in self.config.getoption("--mask")])
+        submission = handle.Submission(backend, folder, self.budget, self.config.getoption("--call-seconds"))
+        self.submission = submission
+        yield submission
+        backend.close()
+        self.isolation = backend.isolation
+        self.import_error = str(backend.import_error) if backend.import_error else ""
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            problem, module = problem_of(item)
+            doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
+            self.outcomes[item.nodeid] = TestRecord(
+                nodeid=item.nodeid, problem=problem, module=module, name=doc[0] if doc else item.name,
+                points=points_of(item), status="error", message=NOT_JUDGED, duration=0.0,
+                gpu=item.get_closest_marker("gpu") is not None)
+            reason = self.not_run_reason(self.outcomes[item.nodeid].gpu)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+        self.order = list(dict.fromkeys(o.problem for o in self.outcomes.values() if not self.not_run_reason(o.gpu)))
+
+    def not_run_reason(self, gpu: bool) -> str:
+        """Why a test is not run in this session ("" when it is run): the other pass grades it."""
+        if gpu and not self.use_gpu:
+            return NOT_RUN_GPU
+        return NOT_RUN_CPU if self.gpu_only and not gpu else ""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """The first test of a problem starts its share of the time budget (``grader.judge.budget``); once
+        that is spent, the problem's tests are not run: they fail, saying so."""
+        outcome = self.outcomes[item.nodeid]
+        if self.not_run_reason(outcome.gpu):
+            return
+        self.budget.start(outcome.problem, later=len(self.order) - 1 - self.order.index(outcome.problem))
+        if self.budget.spent():
+            outcome.status, outcome.message = "failed", f"not run: {self.budget.why()}"
+            pytest.fail(outcome.message, pytrace=False)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = self.outcomes.get(report.nodeid)
+        if outcome is None:
+            return
+        outcome.duration += report.duration
+        if report.failed and outcome.status != "failed":
+            outcome.status = "failed"
+            outcome.message = clean_message(report.longrepr)
+            if report.when != "call":
+                outcome.message = f"(during {report.when}) {outcome.message}"
+            else:
+                self._diagnose(outcome)
+        elif report.skipped and outcome.status == "error":
+            outcome.status, outcome.message = "not_run", self.not_run_reason(outcome.gpu) or "not run"
+        elif report.passed and report.when == "call" and outcome.status == "error":
+            outcome.status, outcome.message = "passed", ""
+
+        if report.when == "teardown" and self.submission is not None:
+            self.submission.recording = handle.Recording()  # the next test records afresh
+
+    def _diagnose(self, outcome: TestRecord) -> None:
+        """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.judge.diagnosis``);
+        not for mutation verdicts (``--first-failure``), which only ask whether anything failed."""
+        if self.submission is None or self.config.getoption("--first-failure"):
+            return
+        from .diagnosis import Diagnoser, feedback
+
+        self.diagnoser = self.diagnoser or Diagnoser()
+        seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
+        mistakes = self.diagnoser.diagnose(outcome.problem, self.submission.recording, seconds) if seconds > 0 else []
+        elapsed = time.monotonic() - started
+        self.diagnosis_spent += elapsed
+        self.budget.give_back(elapsed)  # the judge's own work costs the student's problem nothing
+        outcome.mistakes = [mistake.id for mistake in mistakes]
+        if mistakes:
+            outcome.message = clean_message(f"{feedback(mistakes)}\n{outcome.message}")
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        path = self.config.getoption("--outcomes")
+        if path:
+            complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            stopped = bool(session.shouldfail) and self.config.getoption("--first-failure")
+            if stopped:  # judged: a test failed, and those after it were deliberately not run
+                for outcome in self.outcomes.values():
+                    if outcome.status == "error" and outcome.message == NOT_JUDGED:
+                        outcome.status, outcome.message = "not_run", STOPPED
+            report = JudgeReport(
+                complete=complete and not session.shouldstop and (stopped or not session.shouldfail),
+                exitstatus=int(exitstatus), tests=list(self.outcomes.values()), isolation=getattr(self, "isolation", {}),
+                gpu_used=self.use_gpu, import_error=getattr(self, "import_error", ""),
+                collection_errors=session.testsfailed if not self.outcomes else 0)
+            Path(path).write_text(report.to_json())
