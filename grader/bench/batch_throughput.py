@@ -54,7 +54,7 @@ class Run:
 def measure(tree: TreeCPU, folder: Path, out: Path, jobs: int, problems: list[str] | None,
             command: tuple[str, ...], gpu: str = "off", profile: str = "ci") -> Run:
     """Grade the class with ``grader batch`` in a process of its own, its whole tree counted by ``tree``."""
-    call = (f"import sys; from grader import batch; from grader.options import GradingOptions; "
+    call = (f"import sys; from grader.classroom import batch; from grader.options import GradingOptions; "
             f"sys.exit(batch.main({str(folder)!r}, out={str(out)!r}, jobs={jobs}, grade_command={command!r}, "
             f"options=GradingOptions(gpu={gpu!r}, profile={profile!r}, problems={problems!r})))")
     started, cpu = time.perf_counter(), tree.used()

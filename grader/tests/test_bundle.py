@@ -58,13 +58,13 @@ def test_bundle_holds_the_scripts_and_the_grader_but_no_reference(autograder_zip
     with zipfile.ZipFile(autograder_zip) as bundled:
         infos = {info.filename: info for info in bundled.infolist()}
     assert {"setup.sh", "run_autograder", "config.sh", "kit/pyproject.toml", "kit/README.md",
-            "kit/grader/grade.py", "kit/grader/hidden/pytest.ini"} <= set(infos)
-    assert any(name.startswith("kit/grader/hidden/test_p") for name in infos)
+            "kit/grader/grading/grade.py", "kit/grader/judge/hidden/pytest.ini"} <= set(infos)
+    assert any(name.startswith("kit/grader/judge/hidden/test_p") for name in infos)
     for name in ("setup.sh", "run_autograder"):
         assert stat.S_IMODE(infos[name].external_attr >> 16) == 0o755
     private = ("kit/solutions", "kit/assignment", "kit/tests", "kit/grader/tests")
     leaked = [name for name in infos if name.startswith(private) or "__pycache__" in name
-              or (name.startswith("kit/grader/mutants/") and name.endswith(".toml"))]
+              or (name.startswith("kit/grader/selfproof/mutants/") and name.endswith(".toml"))]
     assert not leaked
     again = tmp_path / "again.zip"
     assert bundle.main(str(again)) == 0 and again.read_bytes() == autograder_zip.read_bytes()  # reproducible
