@@ -18,6 +18,8 @@ from grader.grade import KIT_ROOT, grade
 from grader.problems import PROBLEMS
 from grader.submission import stage
 
+pytestmark = pytest.mark.slow
+
 ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("p*_*.py"))
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from grader import show
 from grader.grade import KIT_ROOT, main
 from grader.submission import stage
 from grader.tests.test_results import validate
+
+pytestmark = pytest.mark.slow
 
 MISTAKE = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_multiply_adds.py"
 
