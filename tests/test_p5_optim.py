@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import io
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -48,44 +49,93 @@ def train(optimizer: torch.optim.Optimizer, model: torch.nn.Module, x: torch.Ten
 
 
 def mistake_hint(section: str, step: int, hyperparameters: dict) -> str:
-    """A well-known mistake consistent with where the trajectories part (a hint, not a verdict)."""
+    """A well-known SGD mistake consistent with where the trajectories part (a hint, not a verdict)."""
     common = "a common cause"
     if section == SGD_SECTION and hyperparameters.get("momentum") and step == 1:
         return f"{common}: the first momentum buffer is g itself (not (1 - momentum) * g)"
     if section == SGD_SECTION and hyperparameters.get("momentum") and hyperparameters.get("weight_decay"):
         return f"{common}: weight decay added after the momentum buffer; add weight_decay * p to g first"
-    if section == ADAGRAD_SECTION and step == 1:
-        return f"{common}: eps inside the square root; PyTorch divides by sqrt(sum) + eps"
-    if hyperparameters.get("weight_decay"):
+    if section == SGD_SECTION and hyperparameters.get("weight_decay"):
         return f"{common}: weight decay missing, or applied to p.grad in place; g = p.grad + weight_decay * p"
     return ""
 
 
-def compare(got: list[list[torch.Tensor]], want: list[list[torch.Tensor]], what: str, section: str, why: str = "",
-            names: list[str] | None = None, hyperparameters: dict | None = None) -> None:
-    """The first step and parameter where the trajectories part, with the largest difference there."""
+Trajectory = list[list[torch.Tensor]]
+
+
+def same_trajectory(got: Trajectory, want: Trajectory) -> bool:
+    return all(torch.allclose(a.cpu(), b.cpu(), rtol=RTOL, atol=ATOL) for g, w in zip(got, want) for a, b in zip(g, w))
+
+
+def matching_mistakes(got: Trajectory, want: Trajectory, variants: Callable[[], dict[str, Trajectory]]) -> str:
+    """The mistakes whose trajectory ``got`` follows (and torch's does not): none, one, or several."""
+    named = [mistake for mistake, theirs in variants().items()
+             if same_trajectory(got, theirs) and not same_trajectory(want, theirs)]
+    return "your steps are exactly those of this mistake: " + "; or of: ".join(named) if named else ""
+
+
+def compare(got: Trajectory, want: Trajectory, what: str, section: str, why: str = "",
+            names: list[str] | None = None, hyperparameters: dict | None = None,
+            variants: Callable[[], dict[str, Trajectory]] | None = None) -> None:
+    """The first step and parameter where the trajectories part, with the largest difference there.
+
+    ``variants`` (run only on a failure) gives the trajectories of well-known mistakes: the hint
+    names those the student's trajectory follows, and nothing when none does."""
     for step, (g, w) in enumerate(zip(got, want), start=1):
         for number, (a, b) in enumerate(zip(g, w)):
             if not torch.allclose(a.cpu(), b.cpu(), rtol=RTOL, atol=ATOL):
                 name = names[number] if names else f"parameter {number}"
                 index, mine, theirs = largest_difference(a, b)
+                hint = matching_mistakes(got, want, variants) if variants else \
+                    mistake_hint(section, step, hyperparameters or {})
                 complain(what, f"after step {step}, {name} (shape {tuple(a.shape)}) holds {mine:.8g} at index {index}",
                          f"{theirs:.8g} there, as torch.optim (the largest difference, {abs(mine - theirs):.3g}; "
-                         f"rtol={RTOL}, atol={ATOL})", section, why, mistake_hint(section, step, hyperparameters or {}))
+                         f"rtol={RTOL}, atol={ATOL})", section, why, hint)
+
+
+def adagrad_mistakes(kwargs: dict) -> dict[str, dict]:
+    """torch.optim.Adagrad arguments that reproduce well-known AdaGrad mistakes exactly, each
+    different from ``kwargs`` (the correct run) and from the others.
+
+    eps inside the root, sqrt(sum + eps), is sqrt(sum') with sum' starting at
+    initial_accumulator_value + eps, and no eps outside."""
+    full = dict(dict(lr=1e-2, eps=1e-10, initial_accumulator_value=0.0, weight_decay=0.0), **kwargs)
+    eps, initial = full["eps"], full["initial_accumulator_value"]
+    inside, ignored = "eps inside the square root", "initial_accumulator_value ignored"
+    candidates = {
+        f"{inside} (PyTorch divides by sqrt(sum) + eps)": dict(full, initial_accumulator_value=initial + eps, eps=0.0),
+        f"{ignored} (every state['sum'] starts at it, set in the constructor)": dict(full, initial_accumulator_value=0.0),
+        f"{inside} and {ignored}": dict(full, initial_accumulator_value=eps, eps=0.0),
+        "weight_decay ignored (g = p.grad + weight_decay * p)": dict(full, weight_decay=0.0),
+    }
+    distinct: dict[str, dict] = {}
+    for mistake, arguments in candidates.items():
+        if arguments != full and arguments not in distinct.values():
+            distinct[mistake] = arguments
+    return distinct
 
 
 def same_run(student_cls, torch_cls, kwargs: dict, torch_kwargs: dict | None = None, steps: int = 10,
              device: str = "cpu") -> None:
     """``student_cls(**kwargs)`` and ``torch_cls(**torch_kwargs)`` follow the same trajectory."""
     model, x, y = make_model(device=device)
+    pristine = copy.deepcopy(model)
     reference = copy.deepcopy(model)
     optimizer = call(student_cls, model.parameters(), **kwargs)
     check_true(isinstance(optimizer, torch.optim.Optimizer), f"{student_cls.__name__}(params, **{kwargs})",
                type(optimizer).__name__, "an instance of a torch.optim.Optimizer subclass", f"optim.{student_cls.__name__}")
     got = train(optimizer, model, x, y, steps)
     want = train(torch_cls(reference.parameters(), **(torch_kwargs or kwargs)), reference, x, y, steps)
+
+    def variants() -> dict[str, Trajectory]:
+        runs = {mistake: (copy.deepcopy(pristine), arguments)
+                for mistake, arguments in adagrad_mistakes(torch_kwargs or kwargs).items()}
+        return {mistake: train(torch_cls(net.parameters(), **arguments), net, x, y, steps)
+                for mistake, (net, arguments) in runs.items()}
+
     compare(got, want, f"{steps} steps of {student_cls.__name__}(params, **{kwargs})", f"optim.{student_cls.__name__}",
-            names=[name for name, _ in model.named_parameters()], hyperparameters=kwargs)
+            names=[name for name, _ in model.named_parameters()], hyperparameters=kwargs,
+            variants=variants if torch_cls is torch.optim.Adagrad else None)
 
 
 # --- SGD -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import pickle
@@ -96,20 +97,46 @@ def test_bad_iteration_raises_and_writes_nothing(checkpoint, tmp_path, bad):
                "an empty directory: a bad argument is refused before anything is written", SAVE)
 
 
+def run_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, object]:
+    """What an exact resume must restore, by name: a copy of each piece as it is now."""
+    return {"torch's RNG (torch.get_rng_state())": torch.get_rng_state(),
+            "numpy's global RNG (np.random.get_state())": copy.deepcopy(np.random.get_state()),
+            "Python's random (random.getstate())": random.getstate(),
+            "the model's state_dict()": copy.deepcopy(model.state_dict()),
+            "the AdamW state (optimizer.state_dict())": copy.deepcopy(optimizer.state_dict())}
+
+
+def same_piece(a: object, b: object) -> bool:
+    """``same_state``, where numpy arrays (numpy's RNG keys) compare element by element."""
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return all(same_piece(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return same_state(a, b)
+
+
+def not_restored(saved: dict[str, object], loaded: dict[str, object]) -> str:
+    """A hint naming each piece of the run that ``load_checkpoint`` left different from the save."""
+    differ = [name for name in saved if not same_piece(saved[name], loaded[name])]
+    return f"after {LOAD}, these differ from what they were at the save: {'; '.join(differ)}" if differ else ""
+
+
 def test_exact_resume_is_bit_identical(checkpoint, tmp_path):
     model, optimizer = trained_run(3)
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, model, optimizer, 3, path)
+    saved = run_state(model, optimizer)
     uninterrupted = [train_step(model, optimizer) for _ in range(4)]
 
     scramble_rngs()  # a new process starts with other RNG states and a freshly initialised model
     fresh_model, fresh_optimizer = make_run(seed=7)
     call(checkpoint.load_checkpoint, path, fresh_model, fresh_optimizer)
+    loaded = run_state(fresh_model, fresh_optimizer)
     resumed = [train_step(fresh_model, fresh_optimizer) for _ in range(4)]
     check_true(resumed == uninterrupted, f"{LOAD}(...) then 4 more training steps", resumed,
                f"exactly the losses of the uninterrupted run, {uninterrupted}", LOAD,
                "the steps draw from torch (data, dropout), numpy (indices) and Python's random (noise): "
-               "all three RNG states and the AdamW state must be saved and restored")
+               "all three RNG states and the AdamW state must be saved and restored", not_restored(saved, loaded))
     check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}(...) then 4 steps",
                "different parameters", "bit-identical parameters to the uninterrupted run", LOAD)
 

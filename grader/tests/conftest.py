@@ -1,3 +1,3 @@
-"""The grader's own tests. Fast ones run by default; see grader/tests/README.md."""
+"""The grader's own tests, all run by default; `-m "not slow"` leaves out the slow ones (grader/tests/README.md)."""
 
 collect_ignore_glob = ["fixtures/*"]

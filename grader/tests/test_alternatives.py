@@ -19,6 +19,8 @@ from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
 from grader.grading.submission import stage
 
+pytestmark = pytest.mark.slow
+
 ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("p*_*.py"))
 
 

@@ -94,6 +94,7 @@ def slow_reference(folder: Path, seconds: float) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])  # judge sessions [P1, P2, P3], or [P1, P3] and [P2]
 def test_a_problem_that_stalls_spends_only_its_own_share_of_the_budget(tmp_path, jobs):
     budget = 60

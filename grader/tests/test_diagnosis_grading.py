@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from grader.classroom import show
 from grader.grading.grade import main
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT
 from grader.grading.submission import stage
 from grader.tests.test_results import validate
+
+pytestmark = pytest.mark.slow
 
 MISTAKE = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_multiply_adds.py"
 

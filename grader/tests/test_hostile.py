@@ -118,6 +118,7 @@ def test_leaked_lines_are_found():
 
 # -- the quick subset ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_quick_attacks_gain_nothing_and_the_grader_survives(capsys):
     code = check.main(quick=True)
     report = capsys.readouterr().out

@@ -63,6 +63,7 @@ def test_the_kits_equivalent_list_loads():
     assert all(reason for reason in equivalent.load().values())
 
 
+@pytest.mark.slow
 def test_verdict_kills_a_mutant_that_loses_points_and_spares_the_reference():
     reference = grade("solutions", problems=["P4"], profile="ci").score  # GPU points not run here are not expected
     mutant = next(m for m in mutants.load() if m.problem == "P4")
@@ -86,6 +87,7 @@ def test_first_failure_stops_the_judge_and_judges_the_rest_not_run():
     assert {(t.status, t.message) for t in result.tests[first + 1:]} == {("not_run", STOPPED)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("problems, sample", [(["P1", "P2", "P3", "P4"], 5), (["P5", "P6", "P7", "P8"], 2)])
 def test_a_seeded_sample_leaves_no_unlisted_survivor(tmp_path: Path, problems: list[str], sample: int):
     found = mutate(problems, work=tmp_path, sample=sample, seed=0)

@@ -61,6 +61,7 @@ def verdicts(records) -> dict[str, dict[str, str]]:
     return {r.student: {t.nodeid: t.status for t in r.tests} for r in records}
 
 
+@pytest.mark.slow
 def test_two_passes_merge_into_the_whole_grading_test_by_test(passes):
     merged, gaps, _ = gradebook.collect([passes["off"], passes["only"]])
     whole, _, _ = gradebook.collect([passes["auto"]])
@@ -76,6 +77,7 @@ def test_two_passes_merge_into_the_whole_grading_test_by_test(passes):
         assert not mine.provisional
 
 
+@pytest.mark.slow
 def test_each_pass_alone_runs_only_its_own_tests(passes):
     cpu, gpu = (read_record(passes[mode] / "results" / "reference.json") for mode in ("off", "only"))
     assert {t.status for t in cpu.tests if t.gpu} == {"not_run"} and cpu.provisional and not cpu.gpu_pass
@@ -83,6 +85,7 @@ def test_each_pass_alone_runs_only_its_own_tests(passes):
     assert {t.message for t in gpu.tests if not t.gpu} == {plugin.NOT_RUN_CPU}
 
 
+@pytest.mark.slow
 def test_a_gpu_pass_without_its_cpu_pass_is_an_error_row(passes):
     (record,) = [r for r in gradebook.collect([passes["only"]])[0] if r.student == "reference"]
     assert record.status == "error" and record.total == 0 and "CPU pass has no result" in record.reason
@@ -103,12 +106,14 @@ def _pass(result: Path, tmp: Path, name: str, edit) -> Path:
     (lambda d: d["extra_data"].update(kit_version="0.0.0"), "different kit versions or options"),
     (lambda d: d["extra_data"]["batch"].update(content_hash="sha256:other"), "different submissions"),
 ])
+@pytest.mark.slow
 def test_passes_that_cannot_be_merged_are_refused(passes, tmp_path, edit, why):
     gpu = _pass(passes["only"] / "results" / "reference.json", tmp_path, "gpu", edit)
     with pytest.raises(GradebookError, match=why):
         gradebook.collect([passes["off"], gpu])
 
 
+@pytest.mark.slow
 def test_a_test_both_passes_ran_with_different_verdicts_is_refused(passes, tmp_path):
     def flip(data):
         test = next(t for t in data["tests"] if t["extra_data"]["gpu"])

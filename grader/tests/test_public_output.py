@@ -31,7 +31,6 @@ def mutant(mutant_id: str) -> Mutant:
 @pytest.mark.parametrize("mutant_id, selection, shown", [
     ("p5-sgd-weight-decay-after-momentum", "test_sgd_matches_torch and weight_decay", "weight decay added after the momentum"),
     ("p5-sgd-damped-first-momentum", "test_sgd_matches_torch and momentum", "the first momentum buffer is g itself"),
-    ("p5-adagrad-eps-inside-sqrt", "test_adagrad_matches_torch", "eps inside the square root"),
     ("p5-sgd-closure-without-grad", "test_step_returns_the_closure_loss", "torch.enable_grad()"),
 ])
 def test_an_optimizer_mistake_is_located_and_hinted(tmp_path, mutant_id, selection, shown):

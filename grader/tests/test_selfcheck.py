@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grader.selfproof import selfcheck
+
+pytestmark = pytest.mark.slow
 
 
 def test_selfcheck_reference_stubs_mutants_release(capsys):

@@ -1,0 +1,68 @@
+"""The public tests' hints name the mistake the submission's behaviour shows, and never another.
+
+Each case is a mistaken P5 AdaGrad or P7 load_checkpoint: a student-like one from
+``fixtures/mistakes/`` (appended to a copy of the reference) or a curated mutant. Its public tests
+must fail, at least one failure must carry a hint naming its own mistake, and no hint may name
+any other known mistake (AdaGrad's hints come from trajectories torch.optim.Adagrad reproduces,
+P7's from the run's pieces compared after load_checkpoint with what they were at the save).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.selfproof.mutants import load, materialize
+from grader.grading.submission import stage
+
+KIT = Path(__file__).resolve().parents[2]
+MISTAKES = KIT / "grader" / "tests" / "fixtures" / "mistakes"
+
+ADAGRAD = ("eps inside the square root", "initial_accumulator_value ignored", "weight_decay ignored")
+RESUME = ("torch's RNG", "numpy's global RNG", "Python's random", "the model's state_dict()", "the AdamW state")
+
+CASES = {  # case: (public test file, -k selection, the mistake's own words, every known mistake's words)
+    "p5_optim_adagrad_eps_in_root.py": ("test_p5_optim.py", "AdaGrad or adagrad", ADAGRAD[0], ADAGRAD),
+    "p5_optim_adagrad_sum_from_zero.py": ("test_p5_optim.py", "AdaGrad or adagrad", ADAGRAD[1], ADAGRAD),
+    "p5-adagrad-eps-inside-sqrt": ("test_p5_optim.py", "AdaGrad or adagrad", ADAGRAD[0], ADAGRAD),
+    "p7_checkpoint_python_rng_forgotten.py": ("test_p7_checkpoint.py", "checkpoint", RESUME[2], RESUME),
+    "p7_checkpoint_adamw_state_unloaded.py": ("test_p7_checkpoint.py", "checkpoint", RESUME[4], RESUME),
+    "p7-numpy-rng-not-restored": ("test_p7_checkpoint.py", "checkpoint", RESUME[1], RESUME),
+}
+
+
+def submission(case: str, dest: Path) -> Path:
+    """The reference with the case's mistake: a fixture appended to its module, or a mutant's edit."""
+    if not case.endswith(".py"):
+        return materialize(next(m for m in load() if m.id == case), dest)
+    package = stage(KIT / "solutions", dest)
+    module = package / f"{case.split('_')[1]}.py"
+    module.write_text(module.read_text() + "\n\n" + (MISTAKES / case).read_text())
+    return package
+
+
+def hints(impl: Path, test_file: str, selection: str) -> tuple[int, list[str]]:
+    """Run the public tests of ``test_file`` on ``impl``: pytest's exit code and every hint shown."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-m", "pytest", f"tests/{test_file}", "-k", selection, "--impl", str(impl),
+                          "-q", "-p", "no:cacheprovider"], cwd=KIT, env=env, capture_output=True, text=True, timeout=600)
+    return run.returncode, [line for line in run.stdout.splitlines() if line.startswith("hint:")]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_hint_names_the_mistake_made_and_no_other(case, tmp_path):
+    test_file, selection, own, known = CASES[case]
+    code, shown = hints(submission(case, tmp_path), test_file, selection)
+    assert code == 1, f"the public tests pass on {case}"
+    assert any(own in hint for hint in shown), shown
+    assert not [hint for hint in shown for other in known if other != own and other in hint], shown
+
+
+@pytest.mark.parametrize("test_file, selection", [("test_p5_optim.py", "AdaGrad or adagrad"),
+                                                  ("test_p7_checkpoint.py", "checkpoint")])
+def test_the_reference_gets_no_hint(test_file, selection):
+    assert hints(KIT / "solutions", test_file, selection) == (0, [])
