@@ -78,10 +78,19 @@ def students(text: str) -> list[str]:
     return sorted(set(names))
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` (1 <= I <= N) as ``(I, N)``; ValueError with a usable message otherwise."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected I/N, e.g. 2/4") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {text!r}: I must be between 1 and N")
+    return index, count
+
+
 def shard(text: str) -> str:
     """``I/N`` with 1 <= I <= N."""
-    from .classroom.batch_entries import parse_shard
-
     try:
         parse_shard(text)
     except ValueError as exc:

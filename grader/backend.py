@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from . import wire
-from .containment.tree import Usage
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One reading of a worker's tree, all of it since the worker started unless said otherwise."""
+
+    cpu_seconds: float  # user + system time of every process of the tree, exited ones included
+    memory_bytes: int  # memory the tree holds now
+    peak_bytes: int  # the most it held since the last reading with ``reset_peak`` (at least ``memory_bytes``)
+    read_bytes: int  # bytes read through read(2) and the like (rchar), exited children included
+    source: str  # what counted CPU time and memory: "cgroup v1", "cgroup v2" or "process tree"
 
 
 class WorkerFailure(Exception):

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .batch_entries import BatchError, Entry, class_folder, content_hash, parse_shard, shard_of, submissions
+from ..arguments import parse_shard
+from .batch_entries import BatchError, Entry, class_folder, content_hash, shard_of, submissions
 from .batch_judge import LOGS, RESULTS, Running, grade_one, recorded_options
 from ..options import GradingOptions
 from ..grading.results import GradingResult, kit_data, regrade_reason, write_atomic, write_json_atomic

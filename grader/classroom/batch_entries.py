@@ -41,17 +41,6 @@ def submissions(folder: Path) -> list[Entry]:
     return [Entry(student, tuple(paths)) for student, paths in sorted(by_student.items())]
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"I/N"`` (1 <= I <= N) as ``(I, N)``; ValueError with a usable message otherwise."""
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard {text!r}: expected I/N, e.g. 2/4") from None
-    if not 1 <= index <= count:
-        raise ValueError(f"--shard {text!r}: I must be between 1 and N")
-    return index, count
-
-
 def shard_of(student: str, count: int) -> int:
     """The shard (1..count) a student belongs to: a hash of the id alone, stable as the class changes."""
     return int.from_bytes(hashlib.sha256(student.encode()).digest()[:8], "big") % count + 1

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NoReturn
 
 from .. import wire
-from ..backend import Backend, Exchange, WorkerFailure
+from ..backend import Backend, Exchange, Usage, WorkerFailure
 from .budget import Budget
-from ..containment.tree import Usage
 
 DEFAULT_CALL_SECONDS = 30.0
 

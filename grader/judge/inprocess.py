@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import wire
-from ..backend import Exchange, OnCallback
+from ..backend import Exchange, OnCallback, Usage
 from ..confined.dispatch import Dispatcher
 from ..confined.worker import CallbackFailed, load_package
-from ..containment.tree import Meter, Usage
+from ..containment.tree import Meter
 
 __all__ = ["Dispatcher", "InProcess", "load_package"]
 

@@ -1,5 +1,12 @@
-"""The trust boundary is visible in the layout: ``grader/confined/`` is exactly what runs in the
-sandbox (with ``grader/wire.py``), and the judge side never imports from it."""
+"""The layout is a picture of who trusts whom (CONTRIBUTING.md, "Layout"): every import between the
+zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``) is
+exactly what the worker holds.
+
+A zone is a folder of ``grader/`` or ``core``, the modules at its top: the command line, options,
+paths, problem facts, catalogs, and the three contracts that cross a process boundary (``wire``
+judge <-> worker, ``backend`` judge <-> containment, ``record`` judge -> grading). Imports inside a
+zone are free; ``bench`` and ``tests`` measure and prove everything and may import anything.
+"""
 
 from __future__ import annotations
 
@@ -7,47 +14,112 @@ import ast
 import shutil
 from pathlib import Path
 
+import pytest
+
 from grader.containment.launch import SYSCALL_FILTER, stage
 
 GRADER = Path(__file__).resolve().parents[1]
-# The --in-process debugging backend runs the dispatcher in the judge on purpose (never for grading);
-# the diagnosis replays a failed test's calls on the kit's own code (the reference and its curated
-# mutants, never the submission) through it.
-ALLOWED = {GRADER / "judge" / "inprocess.py"}
-# The worker's configuration is the one thing both sides share besides the wire format: data only, built
-# by the containment that starts the worker and read by confine.py.
-CONFIG = "confined.config"
+FREE = {"bench", "tests"}
+# zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
+ARROWS: dict[str, set[str]] = {
+    "confined": {"core.wire"},  # inside the sandbox: the wire format and its own modules, nothing else
+    "containment": {"core.wire", "core.backend", "confined.config"},  # confined.config: the worker's start record
+    # The diagnosis replays the curated mutants (the catalog of known mistakes), staged as submissions are.
+    "judge": {"core", "containment", "selfproof.mutants", "grading.submission"},
+    "grading": {"core"},  # the judge runs as its own process (pytest -p grader.judge.plugin): never imported
+    "classroom": {"core", "grading"},
+    "selfproof": {"core", "grading", "classroom", "containment", "release"},  # the release is part of the proof
+    "release": {"core", "selfproof.mutants"},  # the leak check refuses the text of the reference's mutants
+    "core": {"core.wire", "core.backend", "core.record", "core.options", "core.paths", "core.problems",
+             "core.arguments", "core.catalog", "grading.results"},  # a refused command still leaves a results.json
+}
+# The command line is the entry: it reaches every zone's ``main`` (by name) and asks containment about the host.
+ENTRY = GRADER / "cli.py"
+# The --in-process debugging backend (and the diagnosis, through it) runs the dispatcher in the judge on
+# purpose, on the kit's own code or for debugging: the one module outside the sandbox that imports it.
+IN_PROCESS = GRADER / "judge" / "inprocess.py"
 
 
-def _imports_of(path: Path) -> set[str]:
+def _zone(path: Path) -> str:
+    parts = path.relative_to(GRADER).parts
+    return "core" if len(parts) == 1 else parts[0]
+
+
+def _is_module(name: str) -> bool:
+    path = GRADER.parent.joinpath(*name.split("."))
+    return path.is_dir() or path.with_suffix(".py").exists()
+
+
+def _imported(path: Path, text: str) -> set[str]:
+    """The absolute names (``grader.x.y``) that ``text``, the source of ``path``, imports from the kit,
+    relative imports resolved."""
+    package = list(path.relative_to(GRADER.parent).parts[:-1])
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            names |= {f"{'.' * node.level}{module}.{alias.name}".strip(".") for alias in node.names} | {
-                "." * node.level + module}
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            names |= {f"{base}.{alias.name}" for alias in node.names}
+            names |= {base} if not all(_is_module(f"{base}.{alias.name}") for alias in node.names) else set()
         elif isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-    return names
+    return {name for name in names if name == "grader" or name.startswith("grader.")}
 
 
-def test_the_judge_side_never_imports_the_sandbox_side():
-    offenders = {}
-    for path in GRADER.rglob("*.py"):
-        if "confined" in path.parts or "tests" in path.relative_to(GRADER).parts or path in ALLOWED:
+def _target(name: str) -> str | None:
+    """``grader.judge.plugin`` -> ``judge.plugin``, ``grader.wire`` -> ``core.wire``; None for the package
+    itself or an attribute of it."""
+    parts = name.split(".")[1:]
+    if not parts:
+        return None
+    if (GRADER / parts[0]).is_dir():
+        return ".".join(parts)
+    return f"core.{'.'.join(parts)}" if (GRADER / f"{parts[0]}.py").exists() else None
+
+
+def _allowed(source: str, target: str) -> bool:
+    """Inside its own zone, or along an arrow: to a whole zone, or to a module named and what it holds."""
+    return target.split(".")[0] == source or any(target == to or target.startswith(to + ".") for to in ARROWS[source])
+
+
+def _wrong_arrows(sources: dict[Path, str]) -> dict[str, set[str]]:
+    """The imports of ``sources`` (path: text) that follow no arrow, by module."""
+    wrong: dict[str, set[str]] = {}
+    for path, text in sources.items():
+        source = _zone(path)
+        if source in FREE:
             continue
-        found = {name for name in _imports_of(path) if "confined" in name}
-        if "containment" in path.parts:
-            found = {name for name in found if not name.lstrip(".").removeprefix("grader.").startswith(CONFIG)}
-        if found:
-            offenders[str(path.relative_to(GRADER))] = sorted(found)
-    assert not offenders, offenders
+        for name in _imported(path, text):
+            target = _target(name)
+            if target is None or path == ENTRY or (path == IN_PROCESS and target.startswith("confined")):
+                continue
+            if not _allowed(source, target):
+                wrong.setdefault(str(path.relative_to(GRADER)), set()).add(name)
+    return wrong
 
 
-def test_the_sandbox_side_imports_only_the_wire_format_from_the_kit():
-    for path in (GRADER / "confined").glob("*.py"):
-        kit = {name for name in _imports_of(path) if name.startswith("..") or name.startswith("grader")}
-        assert kit <= {"..", "..wire"}, (path.name, kit)  # and its own modules (one dot)
+def test_every_zone_has_its_arrows():
+    zones = {_zone(path) for path in GRADER.rglob("*.py")} - FREE
+    assert zones == set(ARROWS), zones ^ set(ARROWS)
+
+
+def test_every_import_between_zones_follows_an_allowed_arrow():
+    wrong = _wrong_arrows({path: path.read_text() for path in GRADER.rglob("*.py")})
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(("source", "name"), [
+    ("judge", "grader.confined.worker"), ("containment", "grader.judge.handle"), ("confined", "grader.backend"),
+    ("grading", "grader.judge.plugin"), ("judge", "grader.grading.results"), ("containment", "grader.confined.dispatch"),
+    ("classroom", "grader.selfproof.hostile"), ("core", "grader.judge.handle"), ("release", "grader.selfproof.hostile")])
+def test_a_wrong_arrow_is_refused(source, name):
+    assert not _allowed(source, _target(name))
+
+
+def test_a_wrong_import_is_found():
+    planted = {GRADER / "containment" / "planted.py": "from ..judge.handle import Submission\nfrom .. import wire\n"}
+    assert _wrong_arrows(planted) == {"containment/planted.py": {"grader.judge.handle", "grader.judge.handle.Submission"}}
 
 
 def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path):
@@ -62,10 +134,3 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
         assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
         shutil.rmtree(base)
-
-
-def test_containment_imports_only_the_backend_contract_and_the_wire_format():
-    for path in (GRADER / "containment").glob("*.py"):
-        kit = {name.lstrip(".").removeprefix("grader.").split(".")[0] for name in _imports_of(path)
-               if name.startswith("..") or name.startswith("grader")}
-        assert kit <= {"", "wire", "backend", "confined"}, (path.name, kit)  # confined: its WorkerConfig only
