@@ -11,5 +11,9 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 
+class CatalogError(ValueError):
+    """A catalog entry that cannot be used (a mutant that does not apply, an attack that names no stored file)."""
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     return tomllib.loads(path.read_text())

@@ -22,10 +22,11 @@ from pathlib import Path
 from ..confined.config import WorkerConfig
 from . import bubblewrap, syscalls, tree, uids
 from . import cgroup as cgroups
-from .limits import KIT, Limits, environment, interpreter_paths
+from ..paths import GRADER
+from .limits import Limits, environment, interpreter_paths
 from .watchdog import RUNNING
 
-CONFINED = KIT / "confined"
+CONFINED = GRADER / "confined"
 EXCHANGE = "exchange"  # in the worker's working folder: see confine.py
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
 SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
@@ -62,7 +63,7 @@ def stage(package: Path, uid: int | None) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     kit = workdir / "_kit"
     kit.mkdir()
-    for source in [KIT / "wire.py", *CONFINED.glob("*.py")]:
+    for source in [GRADER / "wire.py", *CONFINED.glob("*.py")]:
         if source.name != "__init__.py":
             shutil.copy2(source, kit / source.name)
     (workdir / EXCHANGE).mkdir()

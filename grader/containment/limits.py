@@ -9,16 +9,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KIT = Path(__file__).resolve().parents[1]
+from ..options import GradingOptions
+from ..paths import GRADER
+
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 @dataclass(frozen=True)
 class Limits:
-    call_seconds: float = 30.0
+    call_seconds: float = GradingOptions.call_seconds
     start_seconds: float = 120.0
-    memory_bytes: int = 4 << 30
+    memory_bytes: int = GradingOptions.memory_mb << 20
     output_bytes: int = 64 << 10
     file_bytes: int = 1 << 30
     disk_bytes: int = 1 << 30  # the worker's private /tmp (and /dev/shm): memory, not disk
@@ -33,7 +35,7 @@ def secret_paths() -> list[Path]:
     """What no worker may see: the grader (hidden suites, drivers), the reference, and
     the kit checkout's history. The worker's root holds none of them unless the Python
     installation does (a kit installed into site-packages); then they are covered."""
-    paths = [KIT, KIT.parent / ".git"]
+    paths = [GRADER, GRADER.parent / ".git"]
     spec = importlib.util.find_spec("solutions")
     if spec is not None and spec.submodule_search_locations:
         paths += [Path(p).resolve() for p in spec.submodule_search_locations]

@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterator, NoReturn
 
 from .. import wire
 from ..backend import Backend, Exchange, Usage, WorkerFailure
+from ..options import GradingOptions
 from .budget import Budget
 
-DEFAULT_CALL_SECONDS = 30.0
 
 
 class StudentError(AssertionError):
@@ -75,7 +75,7 @@ class Submission:
     """Calls into one submission through a backend (sandboxed worker, or in-process for debugging)."""
 
     def __init__(self, backend: Backend, source_dir: Path, budget: Budget | None = None,
-                 call_seconds: float = DEFAULT_CALL_SECONDS) -> None:
+                 call_seconds: float = GradingOptions.call_seconds) -> None:
         self.backend = backend
         self.source_dir = source_dir
         self.budget = budget or Budget()

@@ -131,13 +131,13 @@ SCENARIO = drive.Scenario(shapes=[(3,), (2, 2)], hyper=dict(lr=0.1, momentum=0.9
 
 @pytest.mark.parametrize("mistake", drive.MISTAKES["SGD"])
 def test_a_hint_names_the_mistake_a_trajectory_matches(mistake):
-    side = drive.Judge({"SGD": lambda spec, **hyper: drive._Mistaken(spec, "SGD", mistake, **hyper)})
+    side = drive.JudgeSide({"SGD": lambda spec, **hyper: drive._Mistaken(spec, "SGD", mistake, **hyper)})
     mistaken = drive.run(side, "SGD", SCENARIO)
     assert drive.known_mistake(mistaken, "SGD", SCENARIO) == f" Hint: this matches {mistake}."
 
 
 def test_no_hint_for_a_trajectory_that_matches_no_known_mistake():
-    correct = drive.run(drive.Judge(), "SGD", SCENARIO)
+    correct = drive.run(drive.JudgeSide(), "SGD", SCENARIO)
     assert drive.known_mistake(correct, "SGD", SCENARIO) == ""
     correct.params = [p + 1e-3 for p in correct.params]
     assert drive.known_mistake(correct, "SGD", SCENARIO) == ""

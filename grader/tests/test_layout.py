@@ -23,7 +23,8 @@ FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {
     "confined": {"core.wire"},  # inside the sandbox: the wire format and its own modules, nothing else
-    "containment": {"core.wire", "core.backend", "confined.config"},  # confined.config: the worker's start record
+    # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
+    "containment": {"core.wire", "core.backend", "core.options", "core.paths", "confined.config"},
     # The diagnosis replays the curated mutants (the catalog of known mistakes), staged as submissions are.
     "judge": {"core", "containment", "selfproof.mutants", "grading.submission"},
     "grading": {"core"},  # the judge runs as its own process (pytest -p grader.judge.plugin): never imported

@@ -17,7 +17,8 @@ import pytest
 from grader.backend import WorkerFailure
 from grader.confined.rootfs import SYSTEM
 from grader.containment import bubblewrap
-from grader.containment.limits import KIT, Limits, interpreter_paths
+from grader.containment.limits import Limits, interpreter_paths
+from grader.paths import GRADER
 from grader.containment.worker import Worker
 from _workers import call
 from _workers import package, worker  # noqa: F401 - fixtures
@@ -40,7 +41,7 @@ def test_hand_written_namespaces_still_confine_where_bubblewrap_runs(package):
 
 
 def check_isolation(worker: Worker, confinement: str) -> None:
-    seen = call(worker, "look", str(KIT))
+    seen = call(worker, "look", str(GRADER))
     assert worker.isolation["mechanism"].startswith(confinement), worker.isolation
     assert seen["network"] != "connected"
     assert not seen["kit_visible"] and "wrote" not in seen
@@ -104,13 +105,13 @@ def test_a_virtual_environment_reached_through_a_link_runs_the_worker(tmp_path, 
     elsewhere: the worker must see both, in every mode."""
     if sys.prefix == sys.base_prefix:
         pytest.skip("not running in a virtual environment")
-    link = KIT / ".kit-out" / f"linked-venv-{os.getpid()}"  # not under /tmp, which the worker gets privately
+    link = GRADER / ".kit-out" / f"linked-venv-{os.getpid()}"  # not under /tmp, which the worker gets privately
     link.parent.mkdir(exist_ok=True)
     link.symlink_to(sys.prefix, target_is_directory=True)
     try:
         out = tmp_path / "results.json"
         done = subprocess.run([str(link / "bin" / "python"), "-m", "grader", "grade", "solutions", "--problems", "P3",
-                               "--profile", "ci", "--out", str(out)], cwd=KIT, capture_output=True, text=True,
+                               "--profile", "ci", "--out", str(out)], cwd=GRADER, capture_output=True, text=True,
                               timeout=300, env={**os.environ, "GRADER_CONFINEMENT": confinement})
         assert done.returncode == 0 and json.loads(out.read_text())["score"] == 12, done.stdout[-1500:]
     finally:

@@ -12,7 +12,7 @@ what a function does to the worker and what it does in the judge:
   both get identical inputs and call sequences; where the judge needs the object itself, it takes
   the Local's ``.obj`` (or ``local.unwrap`` of a whole result).
 - A driver that needs more of a side than building objects (P5: setting ``.grad``, handing over a
-  closure) defines one pair of side classes with the same methods, ``Worker(sub)`` and ``Judge()``
+  closure) defines one pair of side classes with the same methods, ``WorkerSide(sub)`` and ``JudgeSide()``
   (``optim.py``), and its run code takes either.
 - A function that acts only on the worker takes ``sub`` first (calling the submission's own
   functions, measuring it from outside); a function that only computes in the judge (an oracle, a

@@ -8,10 +8,10 @@ for the learning rates the tests draw).
 
 ``run(side, kind, scenario)`` builds the parameters and the optimizer through a side, then per
 step reads the parameters, computes the loss and gradients in the judge, sets ``.grad`` (None
-for skipped parameters), calls ``step`` and reads the parameters back. ``Worker(sub)`` drives
-the submission's classes in the worker by handle; ``Judge()`` drives ``torch.optim`` in the
+for skipped parameters), calls ``step`` and reads the parameters back. ``WorkerSide(sub)`` drives
+the submission's classes in the worker by handle; ``JudgeSide()`` drives ``torch.optim`` in the
 judge (the oracle) through ``Local``: the same code, the same inputs, the same call sequence.
-``Judge(MISTAKES)`` runs well-known wrong rules, only to name a mismatch (a hint, never a verdict).
+``JudgeSide(MISTAKES)`` runs well-known wrong rules, only to name a mismatch (a hint, never a verdict).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ DELEGATION = sorted({f"torch.optim.{cls}.{method}" for cls in ("SGD", "Adagrad",
 Handle = Any  # a session.Remote (worker) or a drivers.Local (judge)
 
 
-# -- the problem -------------------------------------------------------------------------------
+# -- the objective -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Scenario:
@@ -71,7 +71,7 @@ class Scenario:
         return f"{kind}(params of shapes {[tuple(s) for s in self.shapes]}{hyper}){groups}"
 
 
-class Problem:
+class Objective:
     """The seeded parameters, targets and scales, and the loss with its gradients."""
 
     def __init__(self, shapes: list, seed: int) -> None:
@@ -94,7 +94,7 @@ class Problem:
 
 # -- the two sides -------------------------------------------------------------------------------
 
-class Worker:
+class WorkerSide:
     """The submission's ``optim.SGD`` / ``optim.AdaGrad``, built and driven in the worker."""
 
     def __init__(self, sub: Submission, device: str = "cpu") -> None:
@@ -146,7 +146,7 @@ class Worker:
         return self.sub.lib("torch.Tensor.to", value, self.device)
 
 
-class Judge:
+class JudgeSide:
     """Optimizer classes run in the judge (``torch.optim`` by default: the oracle)."""
 
     def __init__(self, classes: dict[str, Callable[..., torch.optim.Optimizer]] | None = None,
@@ -198,10 +198,10 @@ class Run:
     handles: list[Handle] = field(default_factory=list)
 
 
-def run(side: Worker | Judge, kind: str, scenario: Scenario) -> Run:
+def run(side: WorkerSide | JudgeSide, kind: str, scenario: Scenario) -> Run:
     """Drive ``kind`` over ``scenario`` through ``side`` (see the module's docstring)."""
-    problem = Problem(scenario.shapes, scenario.seed)
-    params = [side.parameter(v) for v in (scenario.init or problem.start)]
+    objective = Objective(scenario.shapes, scenario.seed)
+    params = [side.parameter(v) for v in (scenario.init or objective.start)]
     if scenario.groups is None:
         spec: list = params
     else:
@@ -217,7 +217,7 @@ def run(side: Worker | Judge, kind: str, scenario: Scenario) -> Run:
     out = Run([], [], [], [], [], optimizer, params)
 
     def give_gradients(step: int, values: list[torch.Tensor]) -> torch.Tensor:
-        loss, grads = problem.loss_and_gradients(values)
+        loss, grads = objective.loss_and_gradients(values)
         skipped = set(scenario.no_grad[step]) if scenario.no_grad else set()
         if not scenario.set_to_none:
             optimizer.call("zero_grad", set_to_none=False)
@@ -371,7 +371,7 @@ def known_mistake(got: Run, kind: str, scenario: Scenario) -> str:
     """" Hint: this matches <mistake>." for the first well-known mistake whose trajectory (run
     in the judge over the same scenario, from the first step) the submission's matches; "" if none does."""
     for mistake in MISTAKES[kind]:
-        side = Judge({kind: lambda spec, mistake=mistake, **hyper: _Mistaken(spec, kind, mistake, **hyper)},
+        side = JudgeSide({kind: lambda spec, mistake=mistake, **hyper: _Mistaken(spec, kind, mistake, **hyper)},
                      scenario.device)
         try:
             if mismatch(got.params, run(side, kind, scenario).params, "") is None:

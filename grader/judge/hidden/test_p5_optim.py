@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 
 from grader.judge.drivers import optim as drive
 from grader.judge.drivers import optim_source
-from grader.judge.drivers.optim import TORCH_NAME, Judge, Scenario, Worker
+from grader.judge.drivers.optim import TORCH_NAME, JudgeSide, Scenario, WorkerSide
 
-ORACLE = Judge()
+ORACLE = JudgeSide()
 
 
 @pytest.fixture(autouse=True)
@@ -91,8 +91,8 @@ def kinds_and_hyperparameters():
 def compare(sub, kind: str, scenario: Scenario, what: str) -> drive.Run:
     """Run ``scenario`` on the submission (worker) and on torch.optim (judge); assert the same
     trajectory, with a hint where the submission's matches a well-known mistake. The submission's run."""
-    got = drive.run(Worker(sub, scenario.device), kind, scenario)
-    want = drive.run(Judge(device=scenario.device), kind, scenario)
+    got = drive.run(WorkerSide(sub, scenario.device), kind, scenario)
+    want = drive.run(JudgeSide(device=scenario.device), kind, scenario)
     drive.assert_same_trajectory(got, want, kind, what, hint=lambda: drive.known_mistake(got, kind, scenario))
     return got
 
@@ -198,7 +198,7 @@ def test_params_without_grad_are_skipped(sub, case, pattern, seed):
     no_grad = [sorted(s) for s in pattern]
     scenario = Scenario(shapes=[(3,), (2, 2), (4,)], hyper=hyper, steps=8, seed=seed, no_grad=no_grad)
     what = f"8 steps of optim.{scenario.describe(kind)} with .grad set to None for parameters {no_grad} (per step)"
-    got = drive.run(Worker(sub), kind, scenario)
+    got = drive.run(WorkerSide(sub), kind, scenario)
     for step, skipped in enumerate(no_grad, start=1):
         for index in skipped:
             trace = got.params[index]
@@ -220,7 +220,7 @@ def test_step_calls_the_closure_and_returns_its_loss(sub, case, seed):
     kind, hyper = case
     scenario = Scenario(shapes=[(3,), (2, 2)], hyper=hyper, steps=4, seed=seed, closure=True)
     what = f"optim.{scenario.describe(kind)}.step(closure)"
-    got = drive.run(Worker(sub), kind, scenario)
+    got = drive.run(WorkerSide(sub), kind, scenario)
     for step, (losses, returned) in enumerate(zip(got.losses, got.returned), start=1):
         assert losses, f"{what} did not call the closure (step {step})"
         assert returned is not None and torch.equal(torch.as_tensor(returned), losses[-1]), (
@@ -241,11 +241,11 @@ def test_state_keys_hold_torchs_values(sub, case, seed):
     kind, hyper = case
     key = "momentum_buffer" if kind == "SGD" else "sum"
     scenario = Scenario(shapes=[(3,), (2, 2)], hyper=with_momentum(kind, hyper, 0.3), steps=3, seed=seed)
-    got, want = drive.run(Worker(sub), kind, scenario), drive.run(ORACLE, kind, scenario)
+    got, want = drive.run(WorkerSide(sub), kind, scenario), drive.run(ORACLE, kind, scenario)
     assert_state_matches(got, want, kind, key, f"optim.{scenario.describe(kind)}: after 3 steps")
     if kind == "SGD":  # plain SGD costs no optimizer memory, as torch.optim.SGD
         plain = Scenario(shapes=[(3,), (2, 2)], hyper={**hyper, "momentum": 0.0}, steps=2, seed=seed)
-        for index, entry in enumerate(drive.state_of(drive.run(Worker(sub), kind, plain))):
+        for index, entry in enumerate(drive.state_of(drive.run(WorkerSide(sub), kind, plain))):
             held = [k for k, v in entry.items() if isinstance(v, torch.Tensor)] if type(entry) is dict else entry
             assert not held, (f"optim.{plain.describe(kind)}: after 2 steps optimizer.state[p{index}] holds "
                               f"{held!r}, expected no tensor (torch.optim.SGD keeps no state at momentum 0)")
@@ -261,7 +261,7 @@ def resume(sub, kind: str, first: drive.Run, scenario: Scenario, before: int, af
     loaded = drive.through_torch_save(first.optimizer.call("state_dict"))
     resumed_scenario = Scenario(shapes=scenario.shapes, hyper=scenario.hyper, seed=scenario.seed, steps=after,
                                 init=[t[-1] for t in first.params], load=loaded)
-    resumed = drive.run(Worker(sub), kind, resumed_scenario)
+    resumed = drive.run(WorkerSide(sub), kind, resumed_scenario)
     want = drive.run(ORACLE, kind, Scenario(shapes=scenario.shapes, hyper=scenario.hyper, seed=scenario.seed,
                                             steps=before + after))
     want.params = [t[before:] for t in want.params]
@@ -329,7 +329,7 @@ def test_written_from_scratch_with_torchs_defaults(sub):
     defaults = {"SGD": {"lr": 1e-3}, "AdaGrad": {"lr": 1e-2, "eps": 1e-10}}
     for kind in ("SGD", "AdaGrad"):
         scenario = Scenario(shapes=[(3,), (2, 2)], hyper={}, steps=5, seed=11)
-        got = drive.run(Worker(sub), kind, scenario)
+        got = drive.run(WorkerSide(sub), kind, scenario)
         want = drive.run(ORACLE, kind, Scenario(shapes=[(3,), (2, 2)], hyper=defaults[kind], steps=5, seed=11))
         drive.assert_same_trajectory(got, want, kind, f"5 steps of optim.{kind}(params) with the default "
                                      f"hyperparameters (expected PyTorch's: {defaults[kind]}, momentum/weight "

@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...catalog import read_toml
+from ...catalog import CatalogError, read_toml
 from ...paths import ASSIGNMENT as STUBS
 from ...paths import SOLUTIONS
 from ...problems import PROBLEMS
@@ -42,10 +42,6 @@ from ...grading.submission import stage
 CATALOG = Path(__file__).parent / "attacks.toml"
 FILES = Path(__file__).parent / "files"
 EXPECTATIONS = ("reference", "wrong", "raises", "import-fails", "budget", "sabotaged")
-
-
-class CatalogError(ValueError):
-    """An attack that cannot be applied to the reference."""
 
 
 @dataclass(frozen=True)

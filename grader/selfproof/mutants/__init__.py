@@ -17,16 +17,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...catalog import read_toml
+from ...catalog import CatalogError, read_toml
 from ...grading.submission import stage
 from ...paths import SOLUTIONS
 
 CATALOG = Path(__file__).parent
 _FILE = re.compile(r"p(\d+)_(\w+)\.toml")
-
-
-class CatalogError(ValueError):
-    """A mutant that cannot be applied to the reference."""
 
 
 @dataclass(frozen=True)
