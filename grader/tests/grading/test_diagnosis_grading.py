@@ -13,7 +13,7 @@ from grader.grading.grade import main
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT
 from grader.grading.submission import stage
-from grader.tests.test_results import validate
+from grader.tests.grading.test_results import validate
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 
 from grader.containment.launch import SYSCALL_FILTER, stage
 
-GRADER = Path(__file__).resolve().parents[1]
+GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {

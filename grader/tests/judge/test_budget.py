@@ -21,7 +21,7 @@ from grader.grading.grade import grade
 from grader.problems import MODULES
 from grader.judge.handle import OutOfTime, Submission
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 STALL = '''import time
 
 

@@ -19,7 +19,7 @@ import pytest
 from grader.grading.grade import grade
 from grader.paths import KIT_ROOT as KIT
 
-SUITES = Path(__file__).parent / "fixtures" / "interrupted"
+SUITES = Path(__file__).resolve().parents[1] / "fixtures" / "interrupted"
 NAP = "\n\ndef nap(seconds):\n    import time\n    time.sleep(seconds)\n"
 
 

@@ -138,7 +138,7 @@ def test_the_loading_worker_outlives_its_thread_and_the_other_worker():
     must survive the main worker stopping (which reaps the judge's orphans)."""
     from grader.containment.worker import Worker
 
-    folder = Path(__file__).resolve().parents[2] / "solutions"
+    folder = Path(__file__).resolve().parents[3] / "solutions"
     main = session.Submission(Worker(folder), folder)
     try:
         main.call("checkpoint.load_checkpoint_extras", main.lib("io.BytesIO", saved({"extra": {}})))

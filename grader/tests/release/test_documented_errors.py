@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 _CONTRACT_ERRORS = re.compile(r"\b(?:ValueError|IndexError|TypeError)")
 _HANDOUT_ITEM = re.compile(r"- `([\w.]+)`: (.*)")

@@ -11,8 +11,8 @@ import torch
 
 from grader.grading.grade import grade
 
-KIT = Path(__file__).resolve().parents[2]
-HIDDEN = Path(__file__).parent / "fixtures" / "hidden"
+KIT = Path(__file__).resolve().parents[3]
+HIDDEN = Path(__file__).resolve().parents[1] / "fixtures" / "hidden"
 MISBEHAVING = '''
 
 def spin():

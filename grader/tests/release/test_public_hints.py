@@ -19,7 +19,7 @@ import pytest
 from grader.selfproof.mutants import load, materialize
 from grader.grading.submission import stage
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 MISTAKES = KIT / "grader" / "tests" / "fixtures" / "mistakes"
 
 ADAGRAD = ("eps inside the square root", "initial_accumulator_value ignored", "weight_decay ignored")

@@ -18,7 +18,7 @@ from grader.judge.diagnosis.replay import unreplayable
 from grader.judge.drivers.same import same
 from grader.grading.submission import stage
 
-HANDOUT = Path(__file__).resolve().parents[2] / "handout.md"
+HANDOUT = Path(__file__).resolve().parents[3] / "handout.md"
 
 
 @pytest.mark.parametrize("a, b, equal", [

@@ -16,7 +16,7 @@ from grader.release import ReleaseError, build
 from grader.release.assert_no_leak import find_leaks
 from grader.release.assert_portable import find_posix_only_imports
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from grader.selfproof.mutants import Mutant, load, materialize
 from grader.problems import MODULES
 from grader.grading.submission import stage
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 
 
 def run_public(impl: Path, *selection: str) -> subprocess.CompletedProcess:

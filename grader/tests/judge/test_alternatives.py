@@ -21,7 +21,7 @@ from grader.grading.submission import stage
 
 pytestmark = pytest.mark.slow
 
-ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("p*_*.py"))
+ALTERNATIVES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "alternatives").glob("p*_*.py"))
 
 
 def _defined(source: str) -> set[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from grader.release.stubs import MarkerError, expected_stubs, sections, stale_stubs, stub_source, write_stubs
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 
 SOURCE = '''import torch
 

@@ -14,7 +14,7 @@ from grader.selfproof import mutants
 from grader.problems import PROBLEMS
 from grader.selfproof.selfcheck import independence_violations
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 HIDDEN = KIT / "grader" / "judge" / "hidden"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 GRADE_WORKFLOW = KIT / ".github" / "workflows" / "grade.yml"
 STUDENT_WORKFLOW = KIT / "grader" / "release" / "templates" / "student-ci.yml"
 WORKFLOWS = [GRADE_WORKFLOW, STUDENT_WORKFLOW]

@@ -14,7 +14,7 @@ from grader.judge.drivers.local import Local
 from grader.judge.drivers import optim as drive
 from grader.judge.drivers import optim_source
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("code", [

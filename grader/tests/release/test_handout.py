@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[3]
 HANDOUT = KIT / "handout.md"
 MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

@@ -18,7 +18,7 @@ from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
 from grader.problems import MODULES
 
-FAKE_GRADE = (sys.executable, str(Path(__file__).resolve().parent / "fixtures" / "fake_grade.py"))
+FAKE_GRADE = (sys.executable, str(Path(__file__).resolve().parents[1] / "fixtures" / "fake_grade.py"))
 GRADING_FIELDS = {f.name for f in fields(GradingOptions)}
 
 
