@@ -1,6 +1,6 @@
 """Peak resident memory of a command's whole process tree: ``python -m grader.bench.tree_memory -- CMD ...``.
 
-Polls /proc every ``--interval`` seconds, sums the resident set (RSS) of the command and every
+Polls the process tree (psutil) every ``--interval`` seconds, sums the resident set (RSS) of the command and every
 process descended from it, and prints the peak sum, the peak of the largest single process and
 the wall time. Shared pages (torch's libraries mapped by judge and worker) are counted once per
 process, so the sum is an upper bound of what a memory cgroup would charge.
@@ -9,36 +9,23 @@ process, so the sum is an upper bound of what a memory cgroup would charge.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
+import psutil
 
+from grader.containment.tree import processes
 
 def _tree_rss(root: int) -> tuple[int, int, int]:
     """(sum of RSS in bytes, largest RSS, process count) of ``root`` and its descendants."""
-    parents, rss = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    sizes = []
+    for process in processes(root):
         try:
-            stat = (entry / "stat").read_text()
-            resident = int((entry / "statm").read_text().split()[1]) * PAGE
-        except (OSError, IndexError, ValueError):
+            sizes.append(process.memory_info().rss)
+        except psutil.Error:
             continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        rss[int(entry.name)] = resident
-    tree, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
-        tree.update(children)
-        frontier += children
-    sizes = [rss.get(pid, 0) for pid in tree]
-    return sum(sizes), max(sizes, default=0), len(tree)
+    return sum(sizes), max(sizes, default=0), len(sizes)
 
 
 def measure(command: list[str], interval: float = 0.05) -> dict[str, float]:
