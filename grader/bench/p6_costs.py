@@ -1,9 +1,12 @@
 """What sampling a big token file costs, as P6's hidden suite measures it from outside the worker.
 
-Starts a sandboxed worker for the reference and one for each named mutant (default: the
-whole-file reader ``p6-reads-whole-memmap``), runs the suite's measurement on each (load_tokens,
-then get_batch on a sparse token file; peak memory and bytes read of the worker's whole process
-tree, from outside it: ``Submission.measure``) and prints the figures and their ratio to the reference's, in this one run:
+Starts a sandboxed worker for the reference and one for each named mutant or attack (default:
+the whole-file reader ``p6-reads-whole-memmap`` and the walker through small mappings
+``p6-walks-the-file-through-small-mappings``), runs the suite's measurement on each
+(load_tokens, then get_batch on a sparse token file; peak memory, bytes read and page faults of
+the worker's whole process tree, from outside it: ``Submission.measure``) and prints the figures,
+the MiB the suite charges (the most of the three, faults counted at ``MIB_PER_FAULT``) and their
+ratio to the reference's, in this one run:
 
     python -m grader.bench.p6_costs
     python -m grader.bench.p6_costs --mib 512 p6-reads-whole-memmap p6-load-reads-file
@@ -15,42 +18,61 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from grader.selfproof import mutants
+from grader.selfproof import hostile, mutants
 from grader.judge.drivers import data
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
 from grader.judge.handle import Submission
 from grader.grading.submission import stage
 
+DEFAULT = ["p6-reads-whole-memmap", "p6-walks-the-file-through-small-mappings"]
 
-def costs(package: Path, size: int) -> tuple[float, float]:
-    """(MiB touched by load_tokens, MiB touched by 2 x get_batch(8, 256)) for the submission in ``package``."""
+
+def costs(package: Path, size: int) -> tuple[data.Cost, data.Cost]:
+    """(what load_tokens cost, what 2 x get_batch(8, 256) cost) for the submission in ``package``."""
     backend = Worker(package, Limits(call_seconds=120))
     try:
         sub = Submission(backend, package)
         data.warm_up(sub)
         _, load = data.load_cost(sub, size)
         _, batch = data.batch_cost(sub, size, calls=2, batch_size=8, context_length=256)
-        return load.touched_mib, batch.touched_mib
+        return load, batch
     finally:
         backend.close()
 
 
+def package_of(name: str, dest: Path) -> Path:
+    """The reference, or the reference with the named mutant or attack, written under ``dest``."""
+    if name == "reference":
+        return stage(mutants.SOLUTIONS, dest)
+    mutant = {m.id: m for m in mutants.load()}.get(name)
+    if mutant is not None:
+        return mutants.materialize(mutant, dest)
+    attack = {a.id: a for a in hostile.load()}.get(name)
+    if attack is None:
+        raise SystemExit(f"no mutant or attack named {name}")
+    return hostile.materialize(attack, dest, {"MARKER": "p6costs"}) / "assignment"
+
+
+def row(name: str, cost: data.Cost, base: data.Cost) -> str:
+    return (f"{name:42s} peak {cost.peak_mib:7.1f}  read {cost.read_mib:7.1f}  faults {cost.faults:6d} "
+            f"(<= {cost.mapped_mib:7.1f} MiB)  charged {cost.touched_mib:7.1f} ({cost.touched_mib / max(base.touched_mib, 0.1):5.1f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.p6_costs", description=__doc__.splitlines()[0])
-    parser.add_argument("mutants", nargs="*", default=["p6-reads-whole-memmap"], help="mutant ids to compare")
+    parser.add_argument("names", nargs="*", default=DEFAULT, help="mutant or attack ids to compare")
     parser.add_argument("--mib", type=int, default=256, help="size of the sparse token file")
     args = parser.parse_args()
-    chosen = {m.id: m for m in mutants.load() if m.id in args.mutants}
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [("reference", costs(stage(mutants.SOLUTIONS, Path(tmp) / "reference"), args.mib << 20))]
-        rows += [(name, costs(mutants.materialize(chosen[name], Path(tmp) / name), args.mib << 20))
-                 for name in args.mutants]
-    base = rows[0][1]
-    print(f"{args.mib} MiB sparse token file; MiB touched (max of peak memory growth and bytes read):")
-    for name, (load, batch) in rows:
-        print(f"  {name:28s} load_tokens {load:8.1f} ({load / max(base[0], 0.1):6.1f}x)   "
-              f"2 x get_batch {batch:8.1f} ({batch / max(base[1], 0.1):6.1f}x)")
+        names = ["reference", *(name for name in args.names if name != "reference")]
+        rows = [(name, costs(package_of(name, Path(tmp) / name), args.mib << 20)) for name in names]
+    print(f"{args.mib} MiB sparse token file; MiB (faults: at most {data.MIB_PER_FAULT} MiB each); "
+          f"the suite fails a cost of {args.mib / 2:.0f} MiB or more; measured by {rows[0][1][1].source}:")
+    for step, index in (("load_tokens", 0), ("2 x get_batch", 1)):
+        print(step)
+        for name, pair in rows:
+            print("  " + row(name, pair[index], rows[0][1][index]))
 
 
 if __name__ == "__main__":

@@ -109,9 +109,20 @@ class Cgroup:
             usage, cache, shmem, mapped = "memory.current", "file", "shmem", "file_mapped"
         else:
             usage, cache, shmem, mapped = "memory.usage_in_bytes", "total_cache", "total_shmem", "total_mapped_file"
-        stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines())
+        stat = self._memory_stat()
         unmapped = int(stat[cache]) - int(stat[shmem]) - int(stat[mapped])
         return int((folder / usage).read_text()) - max(unmapped, 0)
+
+    def _memory_stat(self) -> dict[str, str]:
+        return dict(line.split() for line in (self.folders[0] / "memory.stat").read_text().splitlines())
+
+    def page_faults(self) -> int | None:
+        """Page faults, minor and major, of every task that ever ran in the cgroup (None where not counted)."""
+        name = "pgfault" if self.version == 2 else "total_pgfault"
+        try:
+            return int(self._memory_stat()[name])
+        except (OSError, KeyError, ValueError):
+            return None
 
     def cpu_seconds(self) -> float | None:
         """User + system time of every task that ever ran in the cgroup (None where not counted)."""

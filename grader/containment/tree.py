@@ -15,7 +15,11 @@ A peak is watched from a reading with ``reset_peak`` to the next: samples every 
 exited child's copy of anything large lasts longer than that), and the high-water marks.
 
 Bytes read (``rchar``: read(2) and the like, pipes included) always come from the tree walk:
-the kernel adds a reaped child's count to its parent's, so exited children are included.
+the kernel adds a reaped child's count to its parent's, so exited children are included. Page
+faults (a mapped page touched for the first time: what reading a file through mmap costs, which
+rchar does not see) come from the cgroup (``pgfault``: every task that ever ran in it), else from
+the tree walk (``minflt`` + ``majflt`` of each process with ``cminflt`` + ``cmajflt`` of its
+reaped children, from /proc/<pid>/stat).
 """
 
 from __future__ import annotations
@@ -143,6 +147,13 @@ def _summed(tree: list[psutil.Process], figure) -> float:
     return total
 
 
+def _faults(process: psutil.Process) -> int:
+    """Minor and major page faults of ``process`` and of its reaped children (/proc/<pid>/stat)."""
+    with open(f"/proc/{process.pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return sum(int(fields[i]) for i in (7, 8, 9, 10))  # minflt cminflt majflt cmajflt
+
+
 def _cpu(process: psutil.Process) -> float:
     times = process.cpu_times()
     return times.user + times.system + times.children_user + times.children_system
@@ -163,6 +174,9 @@ class Meter:
         tree = processes(self.root)
         pids = {process.pid for process in tree}
         read = int(_summed(tree, lambda p: p.io_counters().read_chars))
+        faults = self.cgroup.page_faults() if self.cgroup is not None else None
+        if faults is None:
+            faults = int(_summed(tree, _faults))
         cpu = self.cgroup.cpu_seconds() if self.cgroup is not None else None
         source = f"cgroup v{self.cgroup.version}" if self.cgroup is not None else "process tree"
         if cpu is None:
@@ -176,7 +190,8 @@ class Meter:
         peak = max(memory, peak, self._stop_watch())
         if reset_peak:
             self._start_watch(tree, memory)
-        return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, source=source)
+        return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, page_faults=faults,
+                     source=source)
 
     def close(self) -> None:
         self._stop_watch()

@@ -276,7 +276,7 @@ class Submission:
         self.backend.close()
 
     def measure(self, reset_peak: bool = False) -> Usage:
-        """What the worker's whole process tree has used (CPU time, memory, bytes read), read by the
+        """What the worker's whole process tree has used (CPU time, memory, bytes read, page faults), read by the
         judge from outside it: through its cgroup where the host gives one, else its processes in
         /proc (``grader.containment.tree``). ``reset_peak``: the next reading's ``peak_bytes`` is the
         most held from this one on. Starts the worker if it is not running."""

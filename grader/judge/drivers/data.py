@@ -184,6 +184,9 @@ def global_batches(sub: Submission, tokens: np.ndarray, batch_size: int, context
 
 # -- what sampling costs, measured from outside the worker -------------------------------------------
 
+MIB_PER_FAULT = 2.0  # a PMD-mapped huge page (x86-64, arm64 with 4 KiB pages)
+
+
 @dataclass(frozen=True)
 class Cost:
     """What one action cost the worker's whole process tree (forked children, memfds and tmpfs
@@ -191,11 +194,18 @@ class Cost:
 
     peak_mib: float  # growth of the memory the tree held, at its highest
     read_mib: float  # bytes copied in through read(2) and the like (rchar), by any process of the tree
+    faults: int  # page faults of every process of the tree: a mapped page touched for the first time
     source: str  # what counted the memory
 
     @property
+    def mapped_mib(self) -> float:
+        """The most memory (file pages included) the faults can have brought in: one fault maps at
+        most a huge page (a file's large folio mapped whole; fault-around maps only 16 small pages)."""
+        return self.faults * MIB_PER_FAULT
+
+    @property
     def touched_mib(self) -> float:
-        return max(self.peak_mib, self.read_mib)
+        return max(self.peak_mib, self.read_mib, self.mapped_mib)
 
 
 def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Cost]:
@@ -204,7 +214,15 @@ def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Cost]:
     result = action()
     after = sub.measure()
     return result, Cost(peak_mib=max(after.peak_bytes - before.memory_bytes, 0) / MiB,
-                        read_mib=(after.read_bytes - before.read_bytes) / MiB, source=after.source)
+                        read_mib=(after.read_bytes - before.read_bytes) / MiB,
+                        faults=after.page_faults - before.page_faults, source=after.source)
+
+
+def spent(cost: Cost) -> str:
+    """What ``cost`` says the worker did, in the student's terms."""
+    return (f"grew peak memory by {cost.peak_mib:.0f} MiB ({cost.source}), read {cost.read_mib:.0f} MiB and made "
+            f"{cost.faults} page faults (first touches of memory or of a mapped file, pages it never held at once "
+            f"included; one maps up to {MIB_PER_FAULT:.0f} MiB: {cost.mapped_mib:.0f} MiB counted)")
 
 
 def warm_up(sub: Submission) -> None:

@@ -66,8 +66,11 @@ def balloon(where="memfd", gib=3):
 
 
 def busy_child(mib=64, seconds=0.3):
-    """A forked child spins for ``seconds`` of CPU time, fills ``mib`` MiB of a memfd and reads as
-    many from /dev/zero, then exits (reaped here): nothing of it stays in this process."""
+    """A forked child spins for ``seconds`` of CPU time, fills ``mib`` MiB of a memfd, reads as
+    many from /dev/zero and as many of a sparse file through 1 MiB mappings each unmapped at once
+    (one byte a page), then exits (reaped here): nothing of it stays in this process."""
+    import mmap
+    import tempfile
     child = os.fork()
     if child == 0:
         end = time.process_time() + seconds
@@ -76,6 +79,12 @@ def busy_child(mib=64, seconds=0.3):
         os.write(os.memfd_create("child"), bytes(mib << 20))
         with open("/dev/zero", "rb") as zero:
             zero.read(mib << 20)
+        with tempfile.TemporaryFile() as sparse:
+            sparse.truncate(mib << 20)
+            for offset in range(0, mib << 20, 1 << 20):
+                view = mmap.mmap(sparse.fileno(), 1 << 20, prot=mmap.PROT_READ, offset=offset)
+                sum(memoryview(view)[::4096])
+                view.close()
         os._exit(0)
     os.waitpid(child, 0)
     return "done"

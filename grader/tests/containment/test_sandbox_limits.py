@@ -73,7 +73,7 @@ def test_a_burst_between_two_samples_is_refused_with_the_answer(package, monkeyp
 
 @pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "watchdog"])
 def test_measure_counts_what_a_child_spent(package, monkeypatch, cgroup):
-    """CPU time, peak memory and bytes read of a forked child that has exited count for its worker."""
+    """CPU time, peak memory, bytes read and page faults of a forked child that has exited count for its worker."""
     if not cgroup:
         monkeypatch.setattr(cgroups, "create", lambda *args: None)
     worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, processes=64))
@@ -87,6 +87,9 @@ def test_measure_counts_what_a_child_spent(package, monkeypatch, cgroup):
         assert after.cpu_seconds - before.cpu_seconds >= 0.25
         assert after.peak_bytes - before.memory_bytes >= 64 << 20
         assert after.read_bytes - before.read_bytes >= 64 << 20
+        # The file alone: 64 mappings of 1 MiB, too small for a huge page, each at least 16 faults of at
+        # most 16 pages (fault-around); the worker's own faults during the call are about 150.
+        assert after.page_faults - before.page_faults >= 64 * 16
     finally:
         worker.close()
 
