@@ -28,9 +28,9 @@ from ...grading.submission import stage
 from .replay import Variant, unreplayable
 
 _PACKAGES = itertools.count()
-# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; the stateful ones
-# (P5, P7, P8) say nothing is known until mistaken submissions of theirs measure it too.
-MEASURED = ("P1", "P2", "P3", "P4", "P6")
+# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; P7 and P8 say nothing
+# is known until mistaken submissions of theirs measure it too.
+MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6")
 
 
 @dataclass(frozen=True)

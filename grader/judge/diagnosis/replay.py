@@ -30,7 +30,7 @@ LIBRARY = {"builtins.dict", "builtins.list", "builtins.map", "builtins.set", "bu
            "builtins.getattr", "itertools.repeat", "operator.attrgetter", "copy.deepcopy", "numpy.array",
            "numpy.random.default_rng", "numpy.random.seed", "torch.arange", "torch.clone", "torch.randn", "torch.manual_seed",
            "torch.nn.Parameter", "torch.nn.MSELoss", "torch.nn.Sequential", "torch.nn.ModuleList", "torch.Tensor.to",
-           "torch.optim.SGD"}
+           "torch.optim.SGD", "torch.optim.Optimizer.__instancecheck__"}
 
 
 class Mismatch(Exception):

@@ -15,6 +15,7 @@ from grader.selfproof import mutants
 from grader import wire
 from grader.judge.inprocess import InProcess
 from grader.judge.diagnosis.replay import unreplayable
+from grader.judge.drivers import optim as drive
 from grader.judge.drivers.same import same
 from grader.grading.submission import stage
 
@@ -71,6 +72,30 @@ def test_a_variant_is_named_by_its_own_behaviour_and_the_reference_by_none(ident
     assert diagnoser.diagnose(problem, recorded(reference, *CALLS[problem]), 60) == []
 
 
+OPTIMIZERS = {"AdaGrad": dict(lr=0.1, eps=0.1, initial_accumulator_value=0.5, weight_decay=0.01),
+              "SGD": dict(lr=0.05, momentum=0.9, weight_decay=0.01)}
+
+
+def driven(package: Path, kind: str) -> session.Recording:
+    """The recording of a P5 trajectory test on ``package`` in process: the optimizer built and stepped by
+    handle under the delegation tripwires, as the hidden suite drives it."""
+    sub = session.Submission(InProcess(package), package)
+    with sub.forbidding(drive.DELEGATION, drive.DELEGATION_RULE):
+        drive.run(drive.WorkerSide(sub), kind, drive.Scenario(shapes=[(3,), (2, 2)], hyper=OPTIMIZERS[kind], steps=8))
+    return sub.recording
+
+
+@pytest.mark.parametrize("identifier, kind", [("p5-adagrad-eps-inside-sqrt", "AdaGrad"),
+                                              ("p5-adagrad-ignores-initial-accumulator", "AdaGrad"),
+                                              ("p5-sgd-weight-decay-after-momentum", "SGD")])
+def test_an_optimizer_stepped_by_handle_is_named_by_its_trajectory(identifier, kind, diagnoser, tmp_path):
+    originals = (torch.optim.SGD.step, torch.optim.Adagrad.__init__, torch._foreach_add_)
+    found = diagnoser.diagnose("P5", driven(mutants.materialize(mutant(identifier), tmp_path / "mutant"), kind), 60)
+    assert [m.id for m in found] == [identifier]
+    assert diagnoser.diagnose("P5", driven(stage(mutants.SOLUTIONS, tmp_path / "reference"), kind), 60) == []
+    assert (torch.optim.SGD.step, torch.optim.Adagrad.__init__, torch._foreach_add_) == originals  # tripwires off
+
+
 def test_calls_that_do_not_tell_the_mistake_apart_name_nothing(diagnoser, tmp_path):
     """The mutant's own bug is not exercised: its answers are the reference's, so nothing explains a failure."""
     package = mutants.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
@@ -102,6 +127,8 @@ def test_handles_made_during_the_test_are_renumbered_and_earlier_ones_stop_the_r
 def test_only_library_calls_safe_in_the_judge_are_replayed():
     call = ({"$type": "construct", "target": "torch.nn.Parameter", "library": True}, {})
     assert unreplayable([call]) == ""
+    instance = ({"$type": "construct", "target": "torch.optim.Optimizer.__instancecheck__", "library": True}, {})
+    assert unreplayable([call, instance]) == ""  # how the P5 driver asks whether the optimizer is one
     assert "ctypes.CDLL" in unreplayable([call, ({"$type": "construct", "target": "ctypes.CDLL", "library": True}, {})])
     assert unreplayable([]) != "" and unreplayable([({"$type": "callback"}, {})]) != ""
 
