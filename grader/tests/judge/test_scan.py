@@ -5,7 +5,6 @@ reports what it cannot read."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
