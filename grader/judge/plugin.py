@@ -212,7 +212,8 @@ class Recorder:
 
         self.diagnoser = self.diagnoser or Diagnoser()
         seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
-        mistakes = self.diagnoser.diagnose(outcome.problem, self.submission.recording, seconds) if seconds > 0 else []
+        mistakes = (self.diagnoser.diagnose(outcome.problem, self.submission.recording, seconds, self.submission)
+                    if seconds > 0 else [])
         elapsed = time.monotonic() - started
         self.diagnosis_spent += elapsed
         self.budget.give_back(elapsed)  # the judge's own work costs the student's problem nothing

@@ -7,13 +7,17 @@ and on each variant of the problem (the reference with one mutant applied, impor
 kit code, never shipped). A variant *reproduces* the failure when it answers every recorded request
 as the student did while the reference does not; the feedback names the variants that do. When
 none does, or the test cannot be replayed (a callback, files, measurements, the source text), it
-names nothing: never a guess.
+names nothing: never a guess. P7's tests save in one worker and load in another, so its failures are
+diagnosed by a probe instead (``checkpoint``): the student's functions and each variant's are run through
+the same save and load, and a variant is named when everything the judge observes of it is what it
+observes of the student's, and not of the reference's.
 """
 
 from __future__ import annotations
 
 import ast
 import atexit
+import importlib
 import itertools
 import shutil
 import tempfile
@@ -23,14 +27,16 @@ from functools import cache
 from pathlib import Path
 
 from ...selfproof import mutants
-from ..handle import Recording
+from ..handle import Recording, Submission
 from ...grading.submission import stage
-from .replay import Variant, unreplayable
+from . import checkpoint
+from .replay import Variant, judge_state, unreplayable
 
 _PACKAGES = itertools.count()
-# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; P7 and P8 say nothing
-# is known until mistaken submissions of theirs measure it too.
-MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6")
+# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; P8 says nothing is known
+# until mistaken submissions of its measure it too.
+MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
+PROBED = "P7"  # diagnosed by ``checkpoint.signature``, not by replaying the test's requests
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class Diagnoser:
         self.folder = Path(tempfile.mkdtemp(prefix="kit-variants-"))
         atexit.register(shutil.rmtree, self.folder, True)
         self.variants: dict[str, tuple[Variant, list[tuple[Mistake, Variant]]]] = {}
+        self.signatures: dict[str, checkpoint.Signature] = {}  # each P7 variant's, by package
+        self.student: checkpoint.Signature | None = None  # the submission's P7 signature, once probed
+        self.probed = False
 
     def _load(self, problem: str) -> tuple[Variant, list[tuple[Mistake, Variant]]]:
         if problem not in self.variants:
@@ -92,17 +101,41 @@ class Diagnoser:
                                   _package())) for mistake in catalog(problem)]
         return self.variants[problem]
 
-    def diagnose(self, problem: str, recording: Recording, seconds: float) -> list[Mistake]:
-        """The known mistakes whose variants reproduce the recorded behaviour (empty: nothing known, also
-        when it takes more than ``seconds``)."""
+    def diagnose(self, problem: str, recording: Recording, seconds: float,
+                 submission: Submission | None = None) -> list[Mistake]:
+        """The known mistakes whose variants reproduce the recorded behaviour (P7: the ``submission``'s
+        behaviour under the probe); empty: nothing known, also when it takes more than ``seconds``."""
+        deadline = time.monotonic() + seconds
+        if problem == PROBED:
+            found = self._probe(submission) if submission is not None else []
+            return found if time.monotonic() <= deadline else []
         if problem not in MEASURED or recording.blocked or unreplayable(recording.exchanges):
             return []
-        deadline = time.monotonic() + seconds
         reference, variants = self._load(problem)
         if reference.reproduces(recording.exchanges, deadline):
             return []  # the answers do not explain the failure
         found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
         return found if time.monotonic() <= deadline else []
+
+
+    def _probe(self, submission: Submission) -> list[Mistake]:
+        """The P7 variants whose probe signature is the student's while the reference's is not. The
+        student is probed once per judge session (in fresh workers), each variant once (in the judge)."""
+        if not self.probed:
+            self.probed, self.student = True, checkpoint.of_student(submission)
+        if self.student is None:
+            return []
+        reference, variants = self._load(PROBED)
+        if self._signature(reference) == self.student:
+            return []
+        return [mistake for mistake, variant in variants if self._signature(variant) == self.student]
+
+    def _signature(self, variant: Variant) -> checkpoint.Signature:
+        if variant.package not in self.signatures:
+            with judge_state():
+                module = importlib.import_module(f"{variant.package}.checkpoint")
+                self.signatures[variant.package] = checkpoint.of_variant(module)
+        return self.signatures[variant.package]
 
 
 def _package() -> str:
