@@ -89,8 +89,7 @@ class Diagnoser:
         atexit.register(shutil.rmtree, self.folder, True)
         self.variants: dict[str, tuple[Variant, list[tuple[Mistake, Variant]]]] = {}
         self.signatures: dict[str, checkpoint.Signature] = {}  # each P7 variant's, by package
-        self.student: checkpoint.Signature | None = None  # the submission's P7 signature, once probed
-        self.probed = False
+        self.students: dict[Path, checkpoint.Signature | None] = {}  # each submission's, probed once
 
     def _load(self, problem: str) -> tuple[Variant, list[tuple[Mistake, Variant]]]:
         if problem not in self.variants:
@@ -105,30 +104,30 @@ class Diagnoser:
                  submission: Submission | None = None) -> list[Mistake]:
         """The known mistakes whose variants reproduce the recorded behaviour (P7: the ``submission``'s
         behaviour under the probe); empty: nothing known, also when it takes more than ``seconds``."""
+        if problem not in MEASURED:
+            return []
         deadline = time.monotonic() + seconds
         if problem == PROBED:
             found = self._probe(submission) if submission is not None else []
-            return found if time.monotonic() <= deadline else []
-        if problem not in MEASURED or recording.blocked or unreplayable(recording.exchanges):
+        elif recording.blocked or unreplayable(recording.exchanges):
             return []
-        reference, variants = self._load(problem)
-        if reference.reproduces(recording.exchanges, deadline):
-            return []  # the answers do not explain the failure
-        found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
+        else:
+            reference, variants = self._load(problem)
+            if reference.reproduces(recording.exchanges, deadline):
+                return []  # the answers do not explain the failure
+            found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
         return found if time.monotonic() <= deadline else []
-
 
     def _probe(self, submission: Submission) -> list[Mistake]:
         """The P7 variants whose probe signature is the student's while the reference's is not. The
-        student is probed once per judge session (in fresh workers), each variant once (in the judge)."""
-        if not self.probed:
-            self.probed, self.student = True, checkpoint.of_student(submission)
-        if self.student is None:
-            return []
+        student is probed once per submission (in fresh workers), each variant once (in the judge)."""
+        if submission.source_dir not in self.students:
+            self.students[submission.source_dir] = checkpoint.of_student(submission)
+        student = self.students[submission.source_dir]
         reference, variants = self._load(PROBED)
-        if self._signature(reference) == self.student:
+        if student is None or self._signature(reference) == student:
             return []
-        return [mistake for mistake, variant in variants if self._signature(variant) == self.student]
+        return [mistake for mistake, variant in variants if self._signature(variant) == student]
 
     def _signature(self, variant: Variant) -> checkpoint.Signature:
         if variant.package not in self.signatures:

@@ -1,0 +1,69 @@
+"""P7's diagnosis by behaviour (grader.judge.diagnosis.checkpoint): a mistake written as a student would is
+named by the probe, correct code in another layout and code with two mistakes are named nothing, and the
+variants run in the judge leave its generators as they were. In process: the "student" is kit code here."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grader.grading.submission import stage
+from grader.judge import diagnosis, handle as session
+from grader.judge.inprocess import InProcess
+from grader.paths import KIT_ROOT
+from grader.selfproof import mutants
+
+FIXTURES = KIT_ROOT / "grader" / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def diagnoser() -> diagnosis.Diagnoser:
+    return diagnosis.Diagnoser()
+
+
+def submission(folder: Path, *appended: Path) -> session.Submission:
+    """The reference staged in ``folder`` with each of ``appended`` added to its checkpoint.py, served in process."""
+    package = stage(mutants.SOLUTIONS, folder)
+    target = package / "checkpoint.py"
+    target.write_text("\n\n".join([target.read_text(), *(path.read_text() for path in appended)]))
+    return session.Submission(InProcess(package), package)
+
+
+def named(diagnoser: diagnosis.Diagnoser, sub: session.Submission) -> list[str]:
+    return [mistake.id for mistake in diagnoser.diagnose("P7", session.Recording(), 60, sub)]
+
+
+@pytest.mark.parametrize("fixture, mistake", [("p7_checkpoint_numpy_rng_forgotten.py", "p7-numpy-rng-not-restored"),
+                                              ("p7_checkpoint_tmp_kept_on_error.py", "p7-temp-file-left-on-error")])
+def test_a_mistake_written_as_a_student_would_is_named(fixture, mistake, diagnoser, tmp_path):
+    """The numpy fixture saves in a layout of its own: each side loads what it saved itself."""
+    assert named(diagnoser, submission(tmp_path, FIXTURES / "mistakes" / fixture)) == [mistake]
+
+
+@pytest.mark.parametrize("alternative", [None, "p7_checkpoint_layout.py", "p7_checkpoint_lenient.py"])
+def test_correct_code_is_named_nothing(alternative, diagnoser, tmp_path):
+    """The reference, and correct code with other key names, another RNG form and another atomic save."""
+    appended = [FIXTURES / "alternatives" / alternative] if alternative else []
+    assert named(diagnoser, submission(tmp_path, *appended)) == []
+
+
+def test_two_mistakes_at_once_are_named_nothing(diagnoser, tmp_path):
+    """No single known variant behaves like it: never a guess at one of them."""
+    both = [FIXTURES / "mistakes" / name for name in ("p7_checkpoint_direct_torch_save.py",
+                                                      "p7_checkpoint_python_rng_forgotten.py")]
+    assert named(diagnoser, submission(tmp_path, *both)) == []
+
+
+def test_the_variants_leave_the_judge_generators_as_they_were(tmp_path):
+    fresh = diagnosis.Diagnoser()
+    torch.manual_seed(3), np.random.seed(3), random.seed(3)
+    before = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+    reference, variants = fresh._load("P7")
+    for variant in (reference, *(variant for _, variant in variants)):
+        fresh._signature(variant)
+    assert torch.equal(torch.get_rng_state(), before[0]) and (np.random.get_state()[1] == before[1]).all()
+    assert random.getstate() == before[2]
