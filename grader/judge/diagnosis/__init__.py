@@ -108,7 +108,7 @@ class Diagnoser:
             return []
         deadline = time.monotonic() + seconds
         if problem == PROBED:
-            found = self._probe(submission) if submission is not None else []
+            found = self._probe(submission, seconds) if submission is not None else []
         elif recording.blocked or unreplayable(recording.exchanges):
             return []
         else:
@@ -118,11 +118,11 @@ class Diagnoser:
             found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
         return found if time.monotonic() <= deadline else []
 
-    def _probe(self, submission: Submission) -> list[Mistake]:
+    def _probe(self, submission: Submission, seconds: float) -> list[Mistake]:
         """The P7 variants whose probe signature is the student's while the reference's is not. The
         student is probed once per submission (in fresh workers), each variant once (in the judge)."""
         if submission.source_dir not in self.students:
-            self.students[submission.source_dir] = checkpoint.of_student(submission)
+            self.students[submission.source_dir] = checkpoint.of_student(submission, seconds)
         student = self.students[submission.source_dir]
         reference, variants = self._load(PROBED)
         if student is None or self._signature(reference) == student:

@@ -1,18 +1,18 @@
 """P7's known mistakes, named by what a checkpointing implementation does rather than by a replay.
 
 P7's hidden tests save in one worker, read the file in the judge and load its bytes in a second
-worker: no recording of one worker's requests can be replayed. On a failed P7 test the judge
+worker: no recording of one worker's requests can be replayed. For P7's failed tests the judge
 instead runs one fixed probe (``signature``) on the student's functions, in two fresh workers of
-the submission (one saves, the other loads the bytes, as the suite does; the workers the tests
-use are left alone), and the same probe on the reference and on each known variant IN THE JUDGE
-(kit code, never the student's), on the judge's own copy of the same save point. The signature
-holds only what the judge itself observes: what the saved file holds (read in the judge with
-``torch.load(weights_only=True)``, ``checkpoint_file``), whether a file object was closed or its
-prefix lost, what loading that file restores into a run whose RNGs were scrambled (the returned
-iteration, the model's and optimizer's differing entries, each generator's next draws), the
-extras read back, which bad iterations and extras are refused (exception types), and what a
-save that fails half-way leaves in its folder. Each side loads the file it saved, so the file's
-layout (its key names) never matters.
+the submission (one saves, the other loads the bytes, as the suite does; started once the suite's
+own workers are closed, ``grader.judge.plugin``), and the same probe on the reference and on each
+known variant IN THE JUDGE (kit code, never the student's), from the judge's own copy of the same
+save point. The signature holds only what the judge itself observes: what the saved file holds
+(read in the judge with ``torch.load(weights_only=True)``, ``checkpoint_file``), whether a file
+object was closed or its prefix lost, what loading that file restores into a run whose RNGs were
+scrambled (the returned iteration, the model's and optimizer's differing entries, each
+generator's next draws), the extras read back, which bad iterations and extras are refused
+(exception types), what a save that fails half-way leaves in its folder, and whether a file
+carrying code is refused. Each side loads the file it saved, so the file's layout never matters.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ..drivers import checkpoint_file
 from ..drivers.folder import Folder
 from ..drivers.local import JUDGE, Handle, Side, copy, unwrap
 from ..drivers.same import same
+from ..budget import Budget
 from ..handle import OutOfTime, Submission
 
 PREFIX = b"KIT-DIAGNOSIS\x00"  # a file object is written and read at its current position, after this
@@ -51,10 +52,12 @@ Signature = dict[str, tuple]
 
 
 class Student:
-    """The submission's functions, called in two fresh workers of it: one saves, the other loads."""
+    """The submission's functions, called in two fresh workers of it (one saves, the other loads), each
+    call cut off at the end of ``budget``."""
 
-    def __init__(self, submission: Submission) -> None:
-        self.saver, self.loader = submission.sibling(), submission.sibling()
+    def __init__(self, submission: Submission, budget: Budget) -> None:
+        self.saver, self.loader = (Submission(submission.backend.sibling(), submission.source_dir, budget,
+                                              submission.call_seconds) for _ in range(2))
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
         return self.saver.outcome("checkpoint.save_checkpoint", *args, **kwargs)
@@ -245,11 +248,13 @@ def failed_save(implementation: Student | InJudge, model: Handle, optimizer: Han
         return raised(first), entries, bool(raised(second)), after == before, len(folder.listing())
 
 
-def of_student(submission: Submission) -> Signature | None:
-    """The student's signature, from two fresh workers of the submission; None when they fail, run out of
-    time, or answer anything the probe cannot read (nothing is known then; the grade is never touched)."""
+def of_student(submission: Submission, seconds: float) -> Signature | None:
+    """The student's signature, from two fresh workers of the submission within ``seconds``; None when they
+    fail, run out of time, or answer anything the probe cannot read (nothing is known then)."""
     point = drive.save_point("adamw", warmup=SAVE_STEPS)
-    student = Student(submission)
+    budget = Budget(seconds)
+    budget.start("P7", later=0)
+    student = Student(submission, budget)
     try:
         return signature(student, point)
     except (Exception, OutOfTime):  # noqa: BLE001 - StudentError included: whatever the workers did

@@ -1,6 +1,7 @@
 """P7's diagnosis by behaviour (grader.judge.diagnosis.checkpoint): a mistake written as a student would is
 named by the probe, correct code in another layout and code with two mistakes are named nothing, and the
-variants run in the judge leave its generators as they were. In process: the "student" is kit code here."""
+variants run in the judge leave its generators as they were. In process (the "student" is kit code here),
+but for one check through the sandboxed workers grading uses."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from grader.containment.limits import Limits
+from grader.containment.worker import Worker
 from grader.grading.submission import stage
 from grader.judge import diagnosis, handle as session
 from grader.judge.inprocess import InProcess
@@ -25,11 +28,17 @@ def diagnoser() -> diagnosis.Diagnoser:
     return diagnosis.Diagnoser()
 
 
-def submission(folder: Path, *appended: Path) -> session.Submission:
-    """The reference staged in ``folder`` with each of ``appended`` added to its checkpoint.py, served in process."""
+def staged(folder: Path, *appended: Path) -> Path:
+    """The reference staged in ``folder`` with each of ``appended`` added to its checkpoint.py."""
     package = stage(mutants.SOLUTIONS, folder)
     target = package / "checkpoint.py"
     target.write_text("\n\n".join([target.read_text(), *(path.read_text() for path in appended)]))
+    return package
+
+
+def submission(folder: Path, *appended: Path) -> session.Submission:
+    """``staged``, served in process."""
+    package = staged(folder, *appended)
     return session.Submission(InProcess(package), package)
 
 
@@ -49,6 +58,17 @@ def test_correct_code_is_named_nothing(alternative, diagnoser, tmp_path):
     """The reference, and correct code with other key names, another RNG form and another atomic save."""
     appended = [FIXTURES / "alternatives" / alternative] if alternative else []
     assert named(diagnoser, submission(tmp_path, *appended)) == []
+
+
+@pytest.mark.slow
+def test_the_student_is_probed_in_sandboxed_workers(diagnoser, tmp_path):
+    """The probe's save and load run in two fresh workers of the submission, as grading makes them."""
+    package = staged(tmp_path, FIXTURES / "mistakes" / "p7_checkpoint_python_rng_forgotten.py")
+    sub = session.Submission(Worker(package, Limits()), package)
+    try:
+        assert named(diagnoser, sub) == ["p7-python-random-not-restored"]
+    finally:
+        sub.close()
 
 
 def test_two_mistakes_at_once_are_named_nothing(diagnoser, tmp_path):
