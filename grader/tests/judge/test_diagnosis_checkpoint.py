@@ -60,7 +60,6 @@ def test_correct_code_is_named_nothing(alternative, diagnoser, tmp_path):
     assert named(diagnoser, submission(tmp_path, *appended)) == []
 
 
-@pytest.mark.slow
 def test_the_student_is_probed_in_sandboxed_workers(diagnoser, tmp_path):
     """The probe's save and load run in two fresh workers of the submission, as grading makes them."""
     package = staged(tmp_path, FIXTURES / "mistakes" / "p7_checkpoint_python_rng_forgotten.py")
