@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,6 +31,9 @@ from . import handle
 from .budget import Budget
 from ..options import GPU_MODES, GradingOptions
 from ..record import NOT_JUDGED, JudgeReport, TestRecord
+
+if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog of known mistakes)
+    from .diagnosis import Diagnoser, Mistake
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
@@ -124,7 +128,7 @@ class Recorder:
         self.config = config
         self.outcomes: dict[str, TestRecord] = {}
         self.submission: handle.Submission | None = None
-        self.diagnoser = None  # see _diagnoser
+        self.diagnoser: Diagnoser | None = None  # see _diagnoser
         self.diagnosis_spent = 0.0
         self.probed_failures: list[TestRecord] = []  # failed tests of the problem diagnosed by a probe (P7)
         self.use_gpu = gpu_in_use(config)
@@ -235,14 +239,15 @@ class Recorder:
         for outcome in self.probed_failures:
             self._name(outcome, mistakes)
 
-    def _diagnoser(self):  # a grader.judge.diagnosis.Diagnoser, imported and made at the first failure
+    def _diagnoser(self) -> Diagnoser:
+        """The judge's ``Diagnoser``, made at the first failure."""
         from .diagnosis import Diagnoser
 
         self.diagnoser = self.diagnoser or Diagnoser()
         return self.diagnoser
 
     @staticmethod
-    def _name(outcome: TestRecord, mistakes: list) -> None:
+    def _name(outcome: TestRecord, mistakes: list[Mistake]) -> None:
         """Put the known ``mistakes`` (``grader.judge.diagnosis.Mistake``) in the failed test's record."""
         from .diagnosis import feedback
 
