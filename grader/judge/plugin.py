@@ -233,11 +233,12 @@ class Recorder:
             return
         from .diagnosis import PROBED
 
-        seconds = diagnosis_seconds(self.budget.end, self.diagnosis_spent)
-        mistakes = (self._diagnoser().diagnose(PROBED, handle.Recording(), seconds, self.submission)
-                    if seconds > 0 else [])
-        for outcome in self.probed_failures:
-            self._name(outcome, mistakes)
+        for outcome in self.probed_failures:  # the submission is probed once; each test's names are read from it
+            seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
+            test = outcome.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+            self._name(outcome, self._diagnoser().diagnose(PROBED, handle.Recording(), seconds, self.submission, test)
+                       if seconds > 0 else [])
+            self.diagnosis_spent += time.monotonic() - started
 
     def _diagnoser(self) -> Diagnoser:
         """The judge's ``Diagnoser``, made at the first failure."""

@@ -101,14 +101,15 @@ class Diagnoser:
         return self.variants[problem]
 
     def diagnose(self, problem: str, recording: Recording, seconds: float,
-                 submission: Submission | None = None) -> list[Mistake]:
+                 submission: Submission | None = None, test: str = "") -> list[Mistake]:
         """The known mistakes whose variants reproduce the recorded behaviour (P7: the ``submission``'s
-        behaviour under the probe); empty: nothing known, also when it takes more than ``seconds``."""
+        behaviour under the probe, as it bears on the hidden ``test``, a test function's name); empty:
+        nothing known, also when it takes more than ``seconds``."""
         if problem not in MEASURED:
             return []
         deadline = time.monotonic() + seconds
         if problem == PROBED:
-            found = self._probe(submission, seconds) if submission is not None else []
+            found = self._probe(submission, seconds, test) if submission is not None else []
         elif recording.blocked or unreplayable(recording.exchanges):
             return []
         else:
@@ -118,16 +119,19 @@ class Diagnoser:
             found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
         return found if time.monotonic() <= deadline else []
 
-    def _probe(self, submission: Submission, seconds: float) -> list[Mistake]:
-        """The P7 variants whose probe signature is the student's while the reference's is not. The
-        student is probed once per submission (in fresh workers), each variant once (in the judge)."""
+    def _probe(self, submission: Submission, seconds: float, test: str) -> list[Mistake]:
+        """The P7 variants whose probe signature is the student's while the reference's is not, and
+        differs from the reference's where it bears on ``test``. The student is probed once per
+        submission (in fresh workers), each variant once (in the judge)."""
         if submission.source_dir not in self.students:
             self.students[submission.source_dir] = checkpoint.of_student(submission, seconds)
         student = self.students[submission.source_dir]
         reference, variants = self._load(PROBED)
-        if student is None or self._signature(reference) == student:
+        expected = self._signature(reference)
+        if student is None or expected == student:
             return []
-        return [mistake for mistake, variant in variants if self._signature(variant) == student]
+        return [mistake for mistake, variant in variants
+                if self._signature(variant) == student and checkpoint.bears_on(test, student, expected)]
 
     def _signature(self, variant: Variant) -> checkpoint.Signature:
         if variant.package not in self.signatures:

@@ -13,6 +13,9 @@ scrambled (the returned iteration, the model's and optimizer's differing entries
 generator's next draws), the extras read back, which bad iterations and extras are refused
 (exception types), what a save that fails half-way leaves in its folder, and whether a file
 carrying code is refused. Each side loads the file it saved, so the file's layout never matters.
+A variant whose signature is the student's is named on a failed test only when it differs from
+the reference in an observation that bears on that test (``OBSERVED_BY``): a second, unprobed
+mistake failing another test is not blamed on the probed one.
 """
 
 from __future__ import annotations
@@ -48,7 +51,21 @@ BAD_EXTRAS: dict[str, Callable[[Side], Any]] = {  # values that do not load with
     "numpy value in a list": lambda side: [1.0, np.float32(2.0)],
     "set": lambda side: side.lib("builtins.set", [1, 2]),
 }
-Signature = dict[str, tuple]
+Signature = dict[str, tuple]  # observation -> what was observed
+# The observations that bear on each hidden P7 test (grader/judge/hidden/test_p7_checkpoint.py): a
+# variant is named on a failed test only when it differs from the reference in one of them.
+OBSERVED_BY = {
+    "test_iteration_round_trip": ("save", "load", "bad iterations"),
+    "test_model_and_optimizer_state_restored": ("save", "load"),
+    "test_every_rng_state_restored": ("save", "load"),
+    "test_resume_is_bit_identical": ("save", "load"),
+    "test_file_objects": ("save", "load", "extras"),
+    "test_extras_round_trip": ("save", "extras"),
+    "test_unsafe_extras_refused_before_writing": ("save", "bad extras"),
+    "test_failed_save_is_atomic": ("save", "load", "failed save"),
+    "test_checkpoint_carrying_code_is_refused": ("save", "load", "extras", "code-carrying file"),
+    "test_cuda_rng_and_model_restored": ("save", "load"),
+}
 
 
 class Student:
@@ -178,6 +195,12 @@ def extras_read(outcome: Any) -> tuple:
     return ("a dict holding them and more",) if checkpoint_file.holds_extras(outcome, EXTRAS) else ("other",)
 
 
+def bears_on(test: str, observed: Signature, reference: Signature) -> bool:
+    """Whether ``observed`` differs from ``reference`` in an observation that bears on the hidden test
+    ``test`` (in any observation for a test not in ``OBSERVED_BY``)."""
+    return any(observed.get(key) != reference.get(key) for key in OBSERVED_BY.get(test, observed.keys()))
+
+
 def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Signature:
     """The probe: what ``implementation`` does, each observation made by the judge."""
     seen: Signature = {}
@@ -200,14 +223,16 @@ def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Sign
                         draws)
         src.call("seek", len(PREFIX))
         seen["extras"] = extras_read(implementation.extras(src))
+    iterations, extras = [], []
     for bad in BAD_ITERATIONS:
         buffer = saver.lib("io.BytesIO")
         outcome = implementation.save(model, optimizer, bad, buffer)
-        seen[f"iteration {bad!r}"] = (raised(outcome),) if raised(outcome) else iteration_kept(content(buffer), bad)
-    for label, make in BAD_EXTRAS.items():
+        iterations.append((raised(outcome),) if raised(outcome) else iteration_kept(content(buffer), bad))
+    for make in BAD_EXTRAS.values():
         buffer = saver.lib("io.BytesIO")
         outcome = implementation.save(model, optimizer, 1, buffer, bad=make(saver))
-        seen[f"extra {label}"] = (raised(outcome), bool(content(buffer)))
+        extras.append((raised(outcome), bool(content(buffer))))
+    seen["bad iterations"], seen["bad extras"] = tuple(iterations), tuple(extras)
     seen["failed save"] = failed_save(implementation, model, optimizer)
     seen["code-carrying file"] = code_refused(implementation, point)
     return seen

@@ -1,10 +1,12 @@
 """P7's diagnosis by behaviour (grader.judge.diagnosis.checkpoint): a mistake written as a student would is
-named by the probe, correct code in another layout and code with two mistakes are named nothing, and the
+named by the probe on the tests its behaviour bears on, correct code in another layout and code with two
+mistakes are named nothing, and the
 variants run in the judge leave its generators as they were. In process (the "student" is kit code here),
 but for one check through the sandboxed workers grading uses."""
 
 from __future__ import annotations
 
+import ast
 import random
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from grader.containment.limits import Limits
 from grader.containment.worker import Worker
 from grader.grading.submission import stage
 from grader.judge import diagnosis, handle as session
+from grader.judge.diagnosis import checkpoint
 from grader.judge.inprocess import InProcess
 from grader.paths import KIT_ROOT
 from grader.selfproof import mutants
@@ -42,8 +45,8 @@ def submission(folder: Path, *appended: Path) -> session.Submission:
     return session.Submission(InProcess(package), package)
 
 
-def named(diagnoser: diagnosis.Diagnoser, sub: session.Submission) -> list[str]:
-    return [mistake.id for mistake in diagnoser.diagnose("P7", session.Recording(), 60, sub)]
+def named(diagnoser: diagnosis.Diagnoser, sub: session.Submission, test: str = "") -> list[str]:
+    return [mistake.id for mistake in diagnoser.diagnose("P7", session.Recording(), 60, sub, test)]
 
 
 @pytest.mark.parametrize("fixture, mistake", [("p7_checkpoint_numpy_rng_forgotten.py", "p7-numpy-rng-not-restored"),
@@ -68,6 +71,23 @@ def test_the_student_is_probed_in_sandboxed_workers(diagnoser, tmp_path):
         assert named(diagnoser, sub) == ["p7-python-random-not-restored"]
     finally:
         sub.close()
+
+
+def test_a_mistake_is_named_only_on_the_tests_its_behaviour_bears_on(diagnoser, tmp_path):
+    """Python's generator left alone shows in what a load restores, not in which extras a save refuses: a
+    failed extras test (another, unprobed mistake of the same code) is not blamed on it."""
+    sub = submission(tmp_path, FIXTURES / "mistakes" / "p7_checkpoint_python_rng_forgotten.py")
+    assert named(diagnoser, sub, "test_every_rng_state_restored") == ["p7-python-random-not-restored"]
+    assert named(diagnoser, sub, "test_unsafe_extras_refused_before_writing") == []
+
+
+def test_every_hidden_p7_test_says_which_observations_bear_on_it(diagnoser):
+    """A test added or renamed in the suite, or an observation renamed in the probe, fails here."""
+    suite = ast.parse((KIT_ROOT / "grader" / "judge" / "hidden" / "test_p7_checkpoint.py").read_text())
+    tests = {node.name for node in suite.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    assert tests == set(checkpoint.OBSERVED_BY)
+    reference, _ = diagnoser._load("P7")
+    assert set().union(*checkpoint.OBSERVED_BY.values()) <= set(diagnoser._signature(reference))
 
 
 def test_two_mistakes_at_once_are_named_nothing(diagnoser, tmp_path):
