@@ -1,8 +1,7 @@
 """P7's diagnosis by behaviour (grader.judge.diagnosis.checkpoint): a mistake written as a student would is
 named by the probe on the tests its behaviour bears on, correct code in another layout and code with two
-mistakes are named nothing, and the
-variants run in the judge leave its generators as they were. In process (the "student" is kit code here),
-but for one check through the sandboxed workers grading uses."""
+mistakes are named nothing, and the variants run in the judge leave its generators as they were. In
+process (the "student" is kit code here), but for one check through the sandboxed workers grading uses."""
 
 from __future__ import annotations
 
