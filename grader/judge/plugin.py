@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,6 +31,9 @@ from . import handle
 from .budget import Budget
 from ..options import GPU_MODES, GradingOptions
 from ..record import NOT_JUDGED, JudgeReport, TestRecord
+
+if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog of known mistakes)
+    from .diagnosis import Diagnoser, Mistake
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
@@ -124,8 +128,9 @@ class Recorder:
         self.config = config
         self.outcomes: dict[str, TestRecord] = {}
         self.submission: handle.Submission | None = None
-        self.diagnoser = None  # a grader.judge.diagnosis.Diagnoser, made at the first failure
+        self.diagnoser: Diagnoser | None = None  # see _diagnoser
         self.diagnosis_spent = 0.0
+        self.probed_failures: list[TestRecord] = []  # failed tests of the problem diagnosed by a probe (P7)
         self.use_gpu = gpu_in_use(config)
         self.gpu_only = config.getoption("--gpu") == "only"
         self.budget = Budget(config.getoption("--budget-seconds"))
@@ -205,22 +210,54 @@ class Recorder:
 
     def _diagnose(self, outcome: TestRecord) -> None:
         """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.judge.diagnosis``);
-        not for mutation verdicts (``--first-failure``), which only ask whether anything failed."""
+        not for mutation verdicts (``--first-failure``), which only ask whether anything failed. A failure
+        of the problem diagnosed by a probe (P7) waits for the end of the session (``_diagnose_probed``)."""
         if self.submission is None or self.config.getoption("--first-failure"):
             return
-        from .diagnosis import Diagnoser, feedback
+        from .diagnosis import PROBED
 
-        self.diagnoser = self.diagnoser or Diagnoser()
+        if outcome.problem == PROBED:
+            self.probed_failures.append(outcome)
+            return
         seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
-        mistakes = self.diagnoser.diagnose(outcome.problem, self.submission.recording, seconds) if seconds > 0 else []
+        self._name(outcome, self._diagnoser().diagnose(outcome.problem, self.submission.recording, seconds)
+                   if seconds > 0 else [])
         elapsed = time.monotonic() - started
         self.diagnosis_spent += elapsed
         self.budget.give_back(elapsed)  # the judge's own work costs the student's problem nothing
+
+    def _diagnose_probed(self) -> None:
+        """P7's failed tests, diagnosed once, after the suite: its probe starts fresh workers of the
+        submission, and by then the suite's own workers are closed (never more workers alive at once)."""
+        if not self.probed_failures or self.submission is None:
+            return
+        from .diagnosis import PROBED
+
+        for outcome in self.probed_failures:  # the submission is probed once; each test's names are read from it
+            seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
+            test = outcome.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+            self._name(outcome, self._diagnoser().diagnose(PROBED, handle.Recording(), seconds, self.submission, test)
+                       if seconds > 0 else [])
+            self.diagnosis_spent += time.monotonic() - started
+
+    def _diagnoser(self) -> Diagnoser:
+        """The judge's ``Diagnoser``, made at the first failure."""
+        from .diagnosis import Diagnoser
+
+        self.diagnoser = self.diagnoser or Diagnoser()
+        return self.diagnoser
+
+    @staticmethod
+    def _name(outcome: TestRecord, mistakes: list[Mistake]) -> None:
+        """Put the known ``mistakes`` (``grader.judge.diagnosis.Mistake``) in the failed test's record."""
+        from .diagnosis import feedback
+
         outcome.mistakes = [mistake.id for mistake in mistakes]
         if mistakes:
             outcome.message = clean_message(f"{feedback(mistakes)}\n{outcome.message}")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self._diagnose_probed()
         path = self.config.getoption("--outcomes")
         if path:
             complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

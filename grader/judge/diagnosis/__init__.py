@@ -7,13 +7,17 @@ and on each variant of the problem (the reference with one mutant applied, impor
 kit code, never shipped). A variant *reproduces* the failure when it answers every recorded request
 as the student did while the reference does not; the feedback names the variants that do. When
 none does, or the test cannot be replayed (a callback, files, measurements, the source text), it
-names nothing: never a guess.
+names nothing: never a guess. P7's tests save in one worker and load in another, so its failures are
+diagnosed by a probe instead (``checkpoint``): the student's functions and each variant's are run through
+the same save and load, and a variant is named when everything the judge observes of it is what it
+observes of the student's, and not of the reference's.
 """
 
 from __future__ import annotations
 
 import ast
 import atexit
+import importlib
 import itertools
 import shutil
 import tempfile
@@ -23,14 +27,16 @@ from functools import cache
 from pathlib import Path
 
 from ...selfproof import mutants
-from ..handle import Recording
+from ..handle import Recording, Submission
 from ...grading.submission import stage
-from .replay import Variant, unreplayable
+from . import checkpoint
+from .replay import Variant, judge_state, unreplayable
 
 _PACKAGES = itertools.count()
-# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; P7 and P8 say nothing
-# is known until mistaken submissions of theirs measure it too.
-MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6")
+# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; P8 says nothing is known
+# until mistaken submissions of its measure it too.
+MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
+PROBED = "P7"  # diagnosed by ``checkpoint.signature``, not by replaying the test's requests
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ class Diagnoser:
         self.folder = Path(tempfile.mkdtemp(prefix="kit-variants-"))
         atexit.register(shutil.rmtree, self.folder, True)
         self.variants: dict[str, tuple[Variant, list[tuple[Mistake, Variant]]]] = {}
+        self.signatures: dict[str, checkpoint.Signature] = {}  # each P7 variant's, by package
+        self.students: dict[Path, checkpoint.Signature | None] = {}  # each submission's, probed once
 
     def _load(self, problem: str) -> tuple[Variant, list[tuple[Mistake, Variant]]]:
         if problem not in self.variants:
@@ -92,17 +100,45 @@ class Diagnoser:
                                   _package())) for mistake in catalog(problem)]
         return self.variants[problem]
 
-    def diagnose(self, problem: str, recording: Recording, seconds: float) -> list[Mistake]:
-        """The known mistakes whose variants reproduce the recorded behaviour (empty: nothing known, also
-        when it takes more than ``seconds``)."""
-        if problem not in MEASURED or recording.blocked or unreplayable(recording.exchanges):
+    def diagnose(self, problem: str, recording: Recording, seconds: float,
+                 submission: Submission | None = None, test: str = "") -> list[Mistake]:
+        """The known mistakes whose variants reproduce the recorded behaviour (P7: the ``submission``'s
+        behaviour under the probe, as it bears on the hidden ``test``, a test function's name); empty:
+        nothing known, also when it takes more than ``seconds``."""
+        if problem not in MEASURED:
             return []
         deadline = time.monotonic() + seconds
-        reference, variants = self._load(problem)
-        if reference.reproduces(recording.exchanges, deadline):
-            return []  # the answers do not explain the failure
-        found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
+        if problem == PROBED:
+            found = self._probe(submission, seconds, test) if submission is not None else []
+        elif recording.blocked or unreplayable(recording.exchanges):
+            return []
+        else:
+            reference, variants = self._load(problem)
+            if reference.reproduces(recording.exchanges, deadline):
+                return []  # the answers do not explain the failure
+            found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
         return found if time.monotonic() <= deadline else []
+
+    def _probe(self, submission: Submission, seconds: float, test: str) -> list[Mistake]:
+        """The P7 variants whose probe signature is the student's while the reference's is not, and
+        differs from the reference's where it bears on ``test``. The student is probed once per
+        submission (in fresh workers), each variant once (in the judge)."""
+        if submission.source_dir not in self.students:
+            self.students[submission.source_dir] = checkpoint.of_student(submission, seconds)
+        student = self.students[submission.source_dir]
+        reference, variants = self._load(PROBED)
+        expected = self._signature(reference)
+        if student is None or expected == student:
+            return []
+        return [mistake for mistake, variant in variants
+                if self._signature(variant) == student and checkpoint.bears_on(test, student, expected)]
+
+    def _signature(self, variant: Variant) -> checkpoint.Signature:
+        if variant.package not in self.signatures:
+            with judge_state():
+                module = importlib.import_module(f"{variant.package}.checkpoint")
+                self.signatures[variant.package] = checkpoint.of_variant(module)
+        return self.signatures[variant.package]
 
 
 def _package() -> str:

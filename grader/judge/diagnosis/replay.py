@@ -61,7 +61,7 @@ class Variant:
         dispatcher = Dispatcher(_NoCallbacks(), str(self.folder), self.package)
         handles: dict[int, int] = {}
         try:
-            with _judge_state():
+            with judge_state():
                 for message, answer in exchanges:
                     if time.monotonic() > deadline:
                         return False
@@ -125,7 +125,7 @@ def _compare(student: dict, variant: dict, handles: dict[int, int]) -> None:
 
 
 @contextmanager
-def _judge_state() -> Iterator[None]:
+def judge_state() -> Iterator[None]:
     """Keep the judge's random generators, thread count and default dtype as they were."""
     saved = (torch.random.get_rng_state(), np.random.get_state(), random.getstate(), torch.get_num_threads(),
              torch.get_default_dtype())

@@ -1,5 +1,6 @@
 """End to end: a mistaken submission graded in the sandbox gets its known mistake named in
-results.json (message and extra_data) and in ``grader show``; the reference gets none."""
+results.json (message and extra_data) and in ``grader show``; the reference gets none. P7's, named by
+the probe the judge runs after the suite, reaches every failed P7 test the same way."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from grader.tests.grading.test_results import validate
 
 pytestmark = pytest.mark.slow
 
-MISTAKE = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_multiply_adds.py"
+MISTAKES = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes"
+MISTAKE = MISTAKES / "p4_flops_multiply_adds.py"
 
 
-def graded(submission: Path, out: Path) -> dict:
-    assert main(str(submission), out=out, options=GradingOptions(gpu="off", problems=("P4",), profile="ci")) == 0
+def graded(submission: Path, out: Path, problem: str = "P4") -> dict:
+    assert main(str(submission), out=out, options=GradingOptions(gpu="off", problems=(problem,), profile="ci")) == 0
     data = json.loads(out.read_text())
     assert validate(data) == []
     return data
@@ -41,3 +43,15 @@ def test_a_mistaken_submission_is_told_its_known_mistake_and_the_reference_is_no
     assert "Known mistake (p4-matmul-missing-factor-2)" in capsys.readouterr().out
     reference = graded(KIT_ROOT / "solutions", tmp_path / "reference.json")
     assert not any(t["extra_data"].get("mistakes") for t in reference["tests"])
+
+
+def test_a_p7_mistake_is_named_on_every_failed_p7_test(tmp_path, capsys):
+    package = stage(KIT_ROOT / "solutions", tmp_path / "submission")
+    target = package / "checkpoint.py"
+    target.write_text(target.read_text() + "\n\n" + (MISTAKES / "p7_checkpoint_numpy_rng_forgotten.py").read_text())
+    data = graded(package, tmp_path / "out" / "bob.json", "P7")
+    failed = [t for t in data["tests"] if t.get("status") == "failed"]
+    assert failed and all(t["extra_data"].get("mistakes") == ["p7-numpy-rng-not-restored"] for t in failed)
+    capsys.readouterr()
+    assert show.main(str(tmp_path / "out"), "bob") == 0
+    assert "Known mistake (p7-numpy-rng-not-restored)" in capsys.readouterr().out
