@@ -31,6 +31,7 @@ class GradingOptions:
     not_run: str = "exclude"  # how tests not run count in results.json (one of NOT_RUN_MODES)
     in_process: bool = False  # UNSAFE: student code runs in the judge (debugging the kit only)
     first_failure: bool = False  # each judge stops at its first failed test (mutation verdicts)
+    diagnose: bool = True  # name the known mistake a failed test reproduces (off: verdicts alone, e.g. a kill matrix)
 
     def __post_init__(self) -> None:
         if self.gpu not in GPU_MODES:
@@ -66,4 +67,4 @@ class GradingOptions:
                 "--memory-mb", str(self.memory_mb), "--hypothesis-profile", self.profile,
                 "--hypothesis-seed", str(self.seed)]
         return argv + (["--in-process"] if self.in_process else []) + (
-            ["--first-failure"] if self.first_failure else [])
+            ["--first-failure"] if self.first_failure else []) + ([] if self.diagnose else ["--no-diagnosis"])

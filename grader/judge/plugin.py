@@ -55,6 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
     group.addoption("--first-failure", action="store_true",
                     help="stop at the first failed test; the rest are not run (mutation verdicts)")
+    group.addoption("--no-diagnosis", action="store_true",
+                    help="do not name known mistakes on failures (verdicts alone: kill matrices, mutation verdicts)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -210,9 +212,9 @@ class Recorder:
 
     def _diagnose(self, outcome: TestRecord) -> None:
         """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.judge.diagnosis``);
-        not for mutation verdicts (``--first-failure``), which only ask whether anything failed. A failure
-        of the problem diagnosed by a probe (P7) waits for the end of the session (``_diagnose_probed``)."""
-        if self.submission is None or self.config.getoption("--first-failure"):
+        not where only verdicts are asked for (``--no-diagnosis``, ``--first-failure``). A failure of the
+        problem diagnosed by a probe (P7) waits for the end of the session (``_diagnose_probed``)."""
+        if self.submission is None or self.config.getoption("--no-diagnosis") or self.config.getoption("--first-failure"):
             return
         from .diagnosis import PROBED
 

@@ -106,7 +106,7 @@ def table(found: dict, reference: GradingResult, lines: list[Verdict]) -> Table:
 def _grade_mutant(mutant: mutant_catalog.Mutant, jobs: int) -> GradingResult:
     with tempfile.TemporaryDirectory(prefix="kit-gpu-mutant-") as tmp:
         package = mutant_catalog.materialize(mutant, Path(tmp))
-        return grade(package, gpu="require", profile="ci", problems=[mutant.problem], jobs=jobs)
+        return grade(package, gpu="require", profile="ci", problems=[mutant.problem], jobs=jobs, diagnose=False)
 
 
 def main(*, jobs: int = 2) -> int:

@@ -9,7 +9,9 @@
 Mutants are graded on their own problem only: problems are independent (each hidden suite
 calls only its own module, and no reference module imports another problem's module; both
 checked statically here), so a mutant of one module cannot change another problem's result.
-``--full`` grades every problem for every mutant instead.
+Graded on its own problem, a mutant's judge stops at its first failed test (a verdict is all the
+matrix needs, and the rest of the suite would only cost time); ``--full`` grades every problem for
+every mutant instead, in full, and shows the points lost in each.
 """
 
 from __future__ import annotations
@@ -89,32 +91,53 @@ def check_stubs(jobs: int) -> bool:
 
 
 def _grade_mutant(mutant: mutant_catalog.Mutant, full: bool) -> GradingResult:
+    """The mutant graded on every problem (``full``: points lost anywhere show), else on its own problem,
+    stopped at its first failed test (a verdict is all that is asked there)."""
     with tempfile.TemporaryDirectory(prefix="kit-mutant-") as tmp:
         package = mutant_catalog.materialize(mutant, Path(tmp))
-        return grade(package, profile="ci", problems=None if full else [mutant.problem])
+        if full:
+            return grade(package, profile="ci", diagnose=False)
+        return grade(package, profile="ci", problems=[mutant.problem], first_failure=True)
+
+
+def _verdict(mutant: mutant_catalog.Mutant, result: GradingResult, expected: dict[str, float]) -> str:
+    """"killed", "SURVIVED", "MISATTRIBUTED (...)" or "GRADER ERROR"."""
+    lost = [key for key, score in _graded(result).items() if expected.get(key, 0) - score]
+    stray = [key for key in lost if key != mutant.problem]
+    verdict = "killed" if mutant.problem in lost and not stray and not result.error else (
+        "SURVIVED" if mutant.problem not in lost else f"MISATTRIBUTED ({', '.join(stray)})" if stray else "GRADER ERROR")
+    return verdict
 
 
 def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[str] | None) -> bool:
+    """Every chosen CPU mutant loses points in its own problem (``full``: and in no other)."""
     chosen = [m for m in mutant_catalog.load() if not only or m.id in only or m.problem in only]
     catalog = [m for m in chosen if not m.gpu]  # only a GPU test can kill the others: grader selfcheck --gpu
     expected = _graded(reference)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = list(pool.map(lambda m: _grade_mutant(m, full), catalog))
-    table = Table(title=f"kill matrix: points lost per problem ({len(catalog)} mutants)")
-    table.add_column("mutant")
-    for key in PROBLEMS:
-        table.add_column(key, justify="right")
+    if full:
+        table = Table(title=f"kill matrix: points lost per problem ({len(catalog)} mutants)")
+        table.add_column("mutant")
+        for key in PROBLEMS:
+            table.add_column(key, justify="right")
+    else:
+        table = Table(title=f"kill matrix: the test that kills each mutant, graded on its own problem "
+                            f"({len(catalog)} mutants; --full: every problem, points lost)")
+        table.add_column("mutant")
+        table.add_column("first failed test")
     table.add_column("verdict")
     bad = 0
     for mutant, result in zip(catalog, results):
-        lost = {key: expected.get(key, 0) - score for key, score in _graded(result).items()}
-        killed = lost.get(mutant.problem, 0) > 0
-        stray = [key for key, points in lost.items() if key != mutant.problem and points != 0]
-        verdict = "killed" if killed and not stray and not result.error else (
-            "SURVIVED" if not killed else f"MISATTRIBUTED ({', '.join(stray)})" if stray else "GRADER ERROR")
+        verdict = _verdict(mutant, result, expected)
         bad += verdict != "killed"
-        table.add_row(f"{mutant.id}", *[f"-{lost[k]:g}" if lost.get(k) else "·" for k in PROBLEMS],
-                      f"[{'green' if verdict == 'killed' else 'red'}]{verdict}[/]")
+        if full:
+            scores = _graded(result)
+            cells = [f"-{expected.get(k, 0) - scores[k]:g}" if expected.get(k, 0) - scores.get(k, 0) else "·"
+                     for k in PROBLEMS]
+        else:
+            cells = [next((t.name for t in result.tests if t.status == "failed"), "·")]
+        table.add_row(mutant.id, *cells, f"[{'green' if verdict == 'killed' else 'red'}]{verdict}[/]")
     console.print(table)
     per_problem = {key: sum(m.problem == key for m in catalog) for key in PROBLEMS}
     console.print("mutants per problem: " + ", ".join(f"{k} {n}" for k, n in per_problem.items())

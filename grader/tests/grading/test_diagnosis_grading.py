@@ -22,8 +22,9 @@ MISTAKES = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes"
 MISTAKE = MISTAKES / "p4_flops_multiply_adds.py"
 
 
-def graded(submission: Path, out: Path, problem: str = "P4") -> dict:
-    assert main(str(submission), out=out, options=GradingOptions(gpu="off", problems=(problem,), profile="ci")) == 0
+def graded(submission: Path, out: Path, problem: str = "P4", diagnose: bool = True) -> dict:
+    options = GradingOptions(gpu="off", problems=(problem,), profile="ci", diagnose=diagnose)
+    assert main(str(submission), out=out, options=options) == 0
     data = json.loads(out.read_text())
     assert validate(data) == []
     return data
@@ -43,6 +44,9 @@ def test_a_mistaken_submission_is_told_its_known_mistake_and_the_reference_is_no
     assert "Known mistake (p4-matmul-missing-factor-2)" in capsys.readouterr().out
     reference = graded(KIT_ROOT / "solutions", tmp_path / "reference.json")
     assert not any(t["extra_data"].get("mistakes") for t in reference["tests"])
+    verdicts_alone = graded(package, tmp_path / "verdicts.json", diagnose=False)  # a kill matrix's grading
+    assert not any(t["extra_data"].get("mistakes") or "Known mistake" in t["output"] for t in verdicts_alone["tests"])
+    assert [t["status"] for t in verdicts_alone["tests"]] == [t["status"] for t in data["tests"]]
 
 
 def test_a_p7_mistake_is_named_on_every_failed_p7_test(tmp_path, capsys):
