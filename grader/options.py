@@ -15,6 +15,9 @@ from typing import Any
 GPU_MODES = ("auto", "require", "off", "only")  # only: the GPU tests alone (a class's GPU pass)
 NOT_RUN_MODES = ("exclude", "zero")
 PROFILES = ("grading", "ci")  # hypothesis profiles a user may pick ("verdict" is the mutation tools' own)
+# Judges and workers let OpenMP's idle threads sleep between torch's parallel regions (where the
+# environment does not say otherwise): spinning there burns CPU time, and changes no result.
+OMP_WAIT_POLICY = "PASSIVE"
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@
 
 Exports ``--base`` (a git revision of this repository) into a temporary folder, then grades the
 reference with both kits, alternating, ``--rounds`` times each (``python -m grader grade
-solutions --profile ci``), and prints each run's wall time, both medians and their ratio:
+solutions --profile ci --gpu auto``, or the ``--profile`` and ``--gpu`` given), and prints each
+run's wall time and CPU-seconds (user + system of its whole process tree, counted by the kernel:
+``cputime``), both medians and their ratios:
 
     python -m grader.bench.versus --base 0d7d68c              # all problems, 3 rounds
     python -m grader.bench.versus --base 0d7d68c --problems P5,P6 --rounds 5
+    python -m grader.bench.versus --base main --profile grading --gpu off --rounds 2
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader.bench.cputime import TreeCPU
+from grader.options import GPU_MODES, PROFILES
 from grader.paths import KIT_ROOT
 
 
@@ -35,17 +40,19 @@ def export(revision: str, dest: Path) -> Path:
     return dest
 
 
-def grade_seconds(kit: Path, problems: str | None, out: Path) -> float:
-    """Wall seconds of one ``grade solutions`` run of the kit in ``kit`` (its own code, by PYTHONPATH)."""
-    command = [sys.executable, "-P", "-m", "grader", "grade", str(kit / "solutions"), "--profile", "ci",
-               "--out", str(out)] + (["--problems", problems] if problems else [])
+def grade_seconds(tree: TreeCPU, kit: Path, args: argparse.Namespace, out: Path) -> tuple[float, float]:
+    """Wall seconds and CPU-seconds of one ``grade solutions`` run of the kit in ``kit`` (its own
+    code, by PYTHONPATH)."""
+    command = [sys.executable, "-P", "-m", "grader", "grade", str(kit / "solutions"), "--profile", args.profile,
+               "--gpu", args.gpu, "--out", str(out)] + (["--problems", args.problems] if args.problems else [])
     env = {**os.environ, "PYTHONPATH": str(kit)}
-    started = time.monotonic()
-    run = subprocess.run(command, cwd=kit, env=env, capture_output=True, text=True)
-    seconds = time.monotonic() - started
+    started, cpu = time.monotonic(), tree.used()
+    run = tree.popen(command, cwd=kit, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, errors = run.communicate()
+    seconds, cpu = time.monotonic() - started, tree.used() - cpu
     if run.returncode != 0:
-        raise SystemExit(f"grading with the kit in {kit} failed (exit {run.returncode}): {run.stderr[-500:]}")
-    return seconds
+        raise SystemExit(f"grading with the kit in {kit} failed (exit {run.returncode}): {errors[-500:]}")
+    return seconds, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,19 +60,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", required=True, help="git revision to compare with")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--problems", help="e.g. P5,P6 (default: all)")
+    parser.add_argument("--profile", choices=PROFILES, default="ci", help="hypothesis profile (default: ci)")
+    parser.add_argument("--gpu", choices=GPU_MODES, default="auto")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    with tempfile.TemporaryDirectory(prefix="kit-versus-") as tmp:
-        base = export(args.base, Path(tmp) / "base")
-        times: dict[str, list[float]] = {"base": [], "now": []}
-        for round_number in range(args.rounds):
-            for name, kit in (("base", base), ("now", KIT_ROOT)):
-                times[name].append(grade_seconds(kit, args.problems, Path(tmp) / f"{name}.json"))
-                print(f"round {round_number + 1}: {name:4} {times[name][-1]:7.1f} s", flush=True)
-    base_median, now_median = statistics.median(times["base"]), statistics.median(times["now"])
-    print(f"median: {args.base} {base_median:.1f} s, this kit {now_median:.1f} s, "
-          f"ratio {now_median / base_median:.2f}x")
+    tree = TreeCPU()
+    print(f"CPU time (user + sys) counted by {tree.how}; load average {os.getloadavg()[0]:.2f} at the start")
+    try:
+        with tempfile.TemporaryDirectory(prefix="kit-versus-") as tmp:
+            base = export(args.base, Path(tmp) / "base")
+            runs: dict[str, list[tuple[float, float]]] = {"base": [], "now": []}
+            for round_number in range(args.rounds):
+                for name, kit in (("base", base), ("now", KIT_ROOT)):
+                    runs[name].append(grade_seconds(tree, kit, args, Path(tmp) / f"{name}.json"))
+                    wall, cpu = runs[name][-1]
+                    print(f"round {round_number + 1}: {name:4} {wall:7.1f} s {cpu:7.1f} CPU-s", flush=True)
+    finally:
+        tree.close()
+    for index, what in ((0, "s"), (1, "CPU-s")):
+        base_median = statistics.median(run[index] for run in runs["base"])
+        now_median = statistics.median(run[index] for run in runs["now"])
+        print(f"median: {args.base} {base_median:.1f} {what}, this kit {now_median:.1f} {what}, "
+              f"ratio {now_median / base_median:.2f}x")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 
 

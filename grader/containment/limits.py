@@ -9,11 +9,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..options import GradingOptions
+from ..options import OMP_WAIT_POLICY, GradingOptions
 from ..paths import GRADER
 
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-              "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+              "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ def interpreter_paths() -> list[str]:
 
 
 def environment(home: Path) -> dict[str, str]:
-    """The worker's scrubbed environment: the passed variables, a home and temporary folder in its working copy."""
-    env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
+    """The worker's scrubbed environment: the passed variables (``OMP_WAIT_POLICY`` the kit's where not
+    given), a home and temporary folder in its working copy."""
+    env = {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **{key: os.environ[key] for key in PASSED_ENV if key in os.environ}}
     env.update(HOME=str(home), TMPDIR=str(home), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
     return env

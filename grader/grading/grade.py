@@ -37,6 +37,10 @@ JUDGE_RESERVE = (15.0, 0.15)  # seconds (plus one call), share of the time left:
 # budget for their start-up, the call in flight and shut-down, so that they normally end, with a result per
 # test, before the wall
 REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the table
+# A judge loads the pytest plugins it names (the kit's and hypothesis's), not every plugin installed beside
+# them: an unrelated one cannot change how a suite runs, and importing them cost each judge half a CPU-second.
+JUDGE_PLUGINS = ("grader.judge.plugin", "_hypothesis_pytestplugin")
+JUDGE_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 class GradingError(RuntimeError):
@@ -64,7 +68,8 @@ class _Run:
 
     def command(self, files: list[Path], package: Path, outcomes: Path) -> list[str]:
         budget = _judge_budget(self.deadline - time.monotonic(), self.options.call_seconds)
-        command = [sys.executable, "-m", "pytest", *map(str, files), "-p", "grader.judge.plugin", "-q", "--assert=plain",
+        plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
+        command = [sys.executable, "-m", "pytest", *map(str, files), *plugins, "-q", "--assert=plain",
                    "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
                    "--submission", str(package), "--outcomes", str(outcomes), *self.options.judge_argv(budget)]
         for path in self.masks:
@@ -105,7 +110,7 @@ def _over_budget(files: list[Path]) -> JudgeReport:
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Run) -> list[JudgeReport]:
     """Run one judge session per group, all at once, until the budget wall; returns each session's
     report (fail closed: see ``_session_report``)."""
-    env = kit_pythonpath()
+    env = {**kit_pythonpath(), **JUDGE_ENV}
     sessions = []
     for index, files in enumerate(groups):
         outcomes, log = workdir / f"outcomes-{index}.json", workdir / f"judge-{index}.log"

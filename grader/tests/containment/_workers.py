@@ -190,6 +190,10 @@ def liar():
     return AlwaysEqual(3)
 
 
+def getenv(name):
+    return os.environ.get(name)
+
+
 def identity():
     """What a library asking for the user and its caches finds (torch 2.11 asks when an optimizer is built)."""
     import getpass

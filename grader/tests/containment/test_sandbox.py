@@ -89,6 +89,21 @@ def test_the_worker_has_a_user_name_and_writable_caches_under_any_uid(package, l
     assert all(folder.startswith(found["home"] + os.sep) for folder in found["caches"]), found
 
 
+def test_openmp_threads_sleep_when_idle_unless_the_environment_says_otherwise(package, monkeypatch):
+    """Spinning OpenMP threads burn the CPU time of a grading (a third of P8's): the worker's
+    waiting threads sleep, unless OMP_WAIT_POLICY is given, which is passed on."""
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        if given is None:
+            monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+        else:
+            monkeypatch.setenv("OMP_WAIT_POLICY", given)
+        worker = Worker(package, Limits(call_seconds=20, memory_bytes=1536 << 20, processes=64))
+        try:
+            assert call(worker, "getenv", "OMP_WAIT_POLICY", timeout=20) == expected
+        finally:
+            worker.close()
+
+
 def test_kernel_surface_is_filtered(worker):
     if not worker.isolation.get("syscalls", "").startswith("seccomp"):
         call(worker, "ok")
