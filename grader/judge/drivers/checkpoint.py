@@ -23,7 +23,7 @@ import torch
 from grader.judge.handle import Remote, StudentError, Submission
 
 from .folder import Folder
-from .local import JUDGE, Handle, Side
+from .local import JUDGE, Handle, Side, one_thread
 
 OPTIMIZERS = {
     "adamw": ("torch.optim.AdamW", {"lr": 1e-2, "weight_decay": 0.1}),
@@ -84,19 +84,6 @@ def draws(side: Side) -> dict[str, list[float]]:
             "numpy": side.lib("numpy.random.random", 2).read().tolist()
             + side.lib("numpy.random.normal", size=2).read().tolist(),
             "python": [side.lib("random.random").read(), side.lib("random.gauss", 0.0, 1.0).read()]}
-
-
-@contextlib.contextmanager
-def one_thread(side: Side) -> Iterator[None]:
-    """Training steps on one intra-op thread, then as before: ops this small run many times faster
-    so on a busy machine, and both sides reduce in the same order."""
-    threads = side.lib("torch.get_num_threads").read()
-    side.lib("torch.set_num_threads", 1)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(StudentError):  # a worker that died has nothing to put back
-            side.lib("torch.set_num_threads", threads)
 
 
 def model_state(side: Side, model: Handle) -> dict[str, torch.Tensor]:

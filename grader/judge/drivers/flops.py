@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .local import JUDGE, one_thread
+
 WARMUP = 3
 
 
@@ -51,19 +53,13 @@ def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, r
 
 
 @contextlib.contextmanager
-def one_thread(sub, device: str) -> Iterator[None]:
+def cpu_timing(sub, device: str) -> Iterator[None]:
     """One intra-op thread in the judge and in the worker while timing on the CPU (restored after)."""
     if torch.device(device).type != "cpu":
         yield
         return
-    mine, theirs = torch.get_num_threads(), sub.lib("torch.get_num_threads").read()
-    torch.set_num_threads(1)
-    sub.lib("torch.set_num_threads", 1)
-    try:
+    with one_thread(JUDGE), one_thread(sub):
         yield
-    finally:
-        torch.set_num_threads(mine)
-        sub.lib("torch.set_num_threads", theirs)
 
 
 @dataclass
@@ -84,7 +80,7 @@ def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: 
     """``rounds`` rounds of (reference timing in the judge, ``sub.call(target, *args)`` timed from outside)."""
     m, k, n, dtype, device = args[:5]
     found = Rounds()
-    with one_thread(sub, device):
+    with cpu_timing(sub, device):
         spent = sub.measure().cpu_seconds
         for _ in range(rounds):
             seconds, cpu = reference_seconds(m, k, n, dtype, device, reference_repeats)

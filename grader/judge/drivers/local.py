@@ -7,8 +7,9 @@ objects built in the judge (side: ``JUDGE``, handles: ``Local``), for oracles.
 
 from __future__ import annotations
 
+import contextlib
 from pydoc import locate
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -71,6 +72,22 @@ class JudgeSide:
 
 
 JUDGE = JudgeSide()
+
+
+@contextlib.contextmanager
+def one_thread(side: Side) -> Iterator[None]:
+    """Torch on one intra-op thread on ``side``, then as before: small ops run many times faster so on
+    a busy machine, CPU timings stop jumping with descheduled sibling threads, and both sides of a
+    comparison reduce in the same order."""
+    from ..handle import StudentError
+
+    threads = side.lib("torch.get_num_threads").read()
+    side.lib("torch.set_num_threads", 1)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(StudentError):  # a worker that died has nothing to put back
+            side.lib("torch.set_num_threads", threads)
 
 
 def unwrap(value: Any) -> Any:
