@@ -25,7 +25,7 @@ import torch
 
 from ..drivers import amp as drive
 from ..drivers.amp_oracle import batch, blocks_state, max_param_diff, model_state, oracle_norm, visible_case
-from ..drivers.local import JUDGE, Local, unwrap
+from ..drivers.local import JUDGE, Local, one_thread, unwrap
 from ..handle import StudentError, Submission
 from . import probe
 from .probe import Signature
@@ -111,7 +111,13 @@ def checkpointed(side: Submission | InJudge) -> tuple:
 
 
 def signature(side: Submission | InJudge) -> Signature:
-    """The probe: what the implementation on ``side`` does, each observation made by the judge."""
+    """The probe: what the implementation on ``side`` does, each observation made by the judge (torch on one
+    thread on each side, so that both reduce in the same order)."""
+    with one_thread(side):
+        return _observed(side)
+
+
+def _observed(side: Submission | InJudge) -> Signature:
     state, (x, y) = model_state(SEED, WIDTH), batch(SEED, ROWS)
     visible, vx, vy = visible_case(SEED, WIDTH, ROWS)
     clip = CLIP_FRACTION * oracle_norm(state, x, y)
