@@ -132,7 +132,7 @@ class Recorder:
         self.submission: handle.Submission | None = None
         self.diagnoser: Diagnoser | None = None  # see _diagnoser
         self.diagnosis_spent = 0.0
-        self.probed_failures: list[TestRecord] = []  # failed tests of the problem diagnosed by a probe (P7)
+        self.probed_failures: list[TestRecord] = []  # failed tests of the problems diagnosed by a probe (P7, P8)
         self.use_gpu = gpu_in_use(config)
         self.gpu_only = config.getoption("--gpu") == "only"
         self.budget = Budget(config.getoption("--budget-seconds"))
@@ -212,13 +212,13 @@ class Recorder:
 
     def _diagnose(self, outcome: TestRecord) -> None:
         """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.judge.diagnosis``);
-        not where only verdicts are asked for (``--no-diagnosis``, ``--first-failure``). A failure of the
-        problem diagnosed by a probe (P7) waits for the end of the session (``_diagnose_probed``)."""
+        not where only verdicts are asked for (``--no-diagnosis``, ``--first-failure``). A failure of a
+        problem diagnosed by a probe (P7, P8) waits for the end of the session (``_diagnose_probed``)."""
         if self.submission is None or self.config.getoption("--no-diagnosis") or self.config.getoption("--first-failure"):
             return
-        from .diagnosis import PROBED
+        from .diagnosis import PROBES
 
-        if outcome.problem == PROBED:
+        if outcome.problem in PROBES:
             self.probed_failures.append(outcome)
             return
         seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
@@ -229,17 +229,16 @@ class Recorder:
         self.budget.give_back(elapsed)  # the judge's own work costs the student's problem nothing
 
     def _diagnose_probed(self) -> None:
-        """P7's failed tests, diagnosed once, after the suite: its probe starts fresh workers of the
-        submission, and by then the suite's own workers are closed (never more workers alive at once)."""
+        """The failed tests of the problems diagnosed by a probe (P7, P8), after the suite: a probe starts fresh
+        workers of the submission, and by then the suite's own workers are closed (never more workers alive
+        at once)."""
         if not self.probed_failures or self.submission is None:
             return
-        from .diagnosis import PROBED
-
-        for outcome in self.probed_failures:  # the submission is probed once; each test's names are read from it
+        for outcome in self.probed_failures:  # each problem is probed once; each test's names are read from it
             seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
             test = outcome.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
-            self._name(outcome, self._diagnoser().diagnose(PROBED, handle.Recording(), seconds, self.submission, test)
-                       if seconds > 0 else [])
+            self._name(outcome, self._diagnoser().diagnose(outcome.problem, handle.Recording(), seconds,
+                                                           self.submission, test) if seconds > 0 else [])
             self.diagnosis_spent += time.monotonic() - started
 
     def _diagnoser(self) -> Diagnoser:

@@ -7,9 +7,10 @@ and on each variant of the problem (the reference with one mutant applied, impor
 kit code, never shipped). A variant *reproduces* the failure when it answers every recorded request
 as the student did while the reference does not; the feedback names the variants that do. When
 none does, or the test cannot be replayed (a callback, files, measurements, the source text), it
-names nothing: never a guess. P7's tests save in one worker and load in another, so its failures are
-diagnosed by a probe instead (``checkpoint``): the student's functions and each variant's are run through
-the same save and load, and a variant is named when everything the judge observes of it is what it
+names nothing: never a guess. P7's tests save in one worker and load in another, and P8's drive
+training loops through callbacks, so their failures are diagnosed by a probe instead (``PROBES``:
+``checkpoint``, ``amp``, sharing ``probe``): the student's functions and each variant's are run through
+the same fixed calls, and a variant is named when everything the judge observes of it is what it
 observes of the student's, and not of the reference's.
 """
 
@@ -29,14 +30,15 @@ from pathlib import Path
 from ...selfproof import mutants
 from ..handle import Recording, Submission
 from ...grading.submission import stage
-from . import checkpoint
+from . import amp, checkpoint, probe
 from .replay import Variant, judge_state, unreplayable
 
 _PACKAGES = itertools.count()
-# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures; P8 says nothing is known
-# until mistaken submissions of its measure it too.
-MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
-PROBED = "P7"  # diagnosed by ``checkpoint.signature``, not by replaying the test's requests
+# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures (any other says nothing is known).
+MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
+# The problems diagnosed by a probe, not by replaying the test's requests: the probe's module, and the
+# submission's module it calls (each probe has ``of_student``, ``of_variant`` and ``OBSERVED_BY``).
+PROBES = {"P7": (checkpoint, "checkpoint"), "P8": (amp, "amp")}
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,8 @@ class Diagnoser:
         self.folder = Path(tempfile.mkdtemp(prefix="kit-variants-"))
         atexit.register(shutil.rmtree, self.folder, True)
         self.variants: dict[str, tuple[Variant, list[tuple[Mistake, Variant]]]] = {}
-        self.signatures: dict[str, checkpoint.Signature] = {}  # each P7 variant's, by package
-        self.students: dict[Path, checkpoint.Signature | None] = {}  # each submission's, probed once
+        self.signatures: dict[str, probe.Signature] = {}  # each probed variant's, by package
+        self.students: dict[tuple[str, Path], probe.Signature | None] = {}  # each submission's, probed once
 
     def _load(self, problem: str) -> tuple[Variant, list[tuple[Mistake, Variant]]]:
         if problem not in self.variants:
@@ -102,14 +104,14 @@ class Diagnoser:
 
     def diagnose(self, problem: str, recording: Recording, seconds: float,
                  submission: Submission | None = None, test: str = "") -> list[Mistake]:
-        """The known mistakes whose variants reproduce the recorded behaviour (P7: the ``submission``'s
-        behaviour under the probe, as it bears on the hidden ``test``, a test function's name); empty:
-        nothing known, also when it takes more than ``seconds``."""
+        """The known mistakes whose variants reproduce the recorded behaviour (a problem of ``PROBES``: the
+        ``submission``'s behaviour under its probe, as it bears on the hidden ``test``, a test function's
+        name); empty: nothing known, also when it takes more than ``seconds``."""
         if problem not in MEASURED:
             return []
         deadline = time.monotonic() + seconds
-        if problem == PROBED:
-            found = self._probe(submission, seconds, test) if submission is not None else []
+        if problem in PROBES:
+            found = self._probe(problem, submission, seconds, test) if submission is not None else []
         elif recording.blocked or unreplayable(recording.exchanges):
             return []
         else:
@@ -119,25 +121,28 @@ class Diagnoser:
             found = [mistake for mistake, variant in variants if variant.reproduces(recording.exchanges, deadline)]
         return found if time.monotonic() <= deadline else []
 
-    def _probe(self, submission: Submission, seconds: float, test: str) -> list[Mistake]:
-        """The P7 variants whose probe signature is the student's while the reference's is not, and
-        differs from the reference's where it bears on ``test``. The student is probed once per
+    def _probe(self, problem: str, submission: Submission, seconds: float, test: str) -> list[Mistake]:
+        """The variants of ``problem`` whose probe signature is the student's while the reference's is not,
+        and differs from the reference's where it bears on ``test``. The student is probed once per
         submission (in fresh workers), each variant once (in the judge)."""
-        if submission.source_dir not in self.students:
-            self.students[submission.source_dir] = checkpoint.of_student(submission, seconds)
-        student = self.students[submission.source_dir]
-        reference, variants = self._load(PROBED)
-        expected = self._signature(reference)
-        if student is None or expected == student:
+        prober, _ = PROBES[problem]
+        key = (problem, submission.source_dir)
+        if key not in self.students:
+            self.students[key] = prober.of_student(submission, seconds)
+        student = self.students[key]
+        reference, variants = self._load(problem)
+        expected = self._signature(problem, reference)
+        if student is None or probe.alike(expected, student):
             return []
-        return [mistake for mistake, variant in variants
-                if self._signature(variant) == student and checkpoint.bears_on(test, student, expected)]
+        return [mistake for mistake, variant in variants if probe.alike(self._signature(problem, variant), student)
+                and probe.bears_on(test, student, expected, prober.OBSERVED_BY)]
 
-    def _signature(self, variant: Variant) -> checkpoint.Signature:
+    def _signature(self, problem: str, variant: Variant) -> probe.Signature:
         if variant.package not in self.signatures:
+            prober, module = PROBES[problem]
             with judge_state():
-                module = importlib.import_module(f"{variant.package}.checkpoint")
-                self.signatures[variant.package] = checkpoint.of_variant(module)
+                self.signatures[variant.package] = prober.of_variant(
+                    importlib.import_module(f"{variant.package}.{module}"))
         return self.signatures[variant.package]
 
 

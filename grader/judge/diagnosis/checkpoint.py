@@ -34,10 +34,11 @@ from ... import wire
 from ..drivers import checkpoint as drive
 from ..drivers import checkpoint_file
 from ..drivers.folder import Folder
-from ..drivers.local import JUDGE, Handle, Side, copy, unwrap
+from ..drivers.local import JUDGE, Handle, Side
 from ..drivers.same import same
-from ..budget import Budget
-from ..handle import OutOfTime, Submission
+from ..handle import Submission
+from . import probe
+from .probe import Signature, raised
 
 PREFIX = b"KIT-DIAGNOSIS\x00"  # a file object is written and read at its current position, after this
 ITERATION = 4099  # no other number in these checkpoints equals it
@@ -51,7 +52,6 @@ BAD_EXTRAS: dict[str, Callable[[Side], Any]] = {  # values that do not load with
     "numpy value in a list": lambda side: [1.0, np.float32(2.0)],
     "set": lambda side: side.lib("builtins.set", [1, 2]),
 }
-Signature = dict[str, tuple]  # observation -> what was observed
 # The observations that bear on each hidden P7 test (grader/judge/hidden/test_p7_checkpoint.py): a
 # variant is named on a failed test only when it differs from the reference in one of them.
 OBSERVED_BY = {
@@ -69,12 +69,10 @@ OBSERVED_BY = {
 
 
 class Student:
-    """The submission's functions, called in two fresh workers of it (one saves, the other loads), each
-    call cut off at the end of ``budget``."""
+    """The submission's functions, called in two fresh workers of it (one saves, the other loads)."""
 
-    def __init__(self, submission: Submission, budget: Budget) -> None:
-        self.saver, self.loader = (Submission(submission.backend.sibling(), submission.source_dir, budget,
-                                              submission.call_seconds) for _ in range(2))
+    def __init__(self, saver: Submission, loader: Submission) -> None:
+        self.saver, self.loader = saver, loader
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
         return self.saver.outcome("checkpoint.save_checkpoint", *args, **kwargs)
@@ -88,10 +86,6 @@ class Student:
     def folder(self) -> Folder:
         return Folder(self.saver, "diagnosis")
 
-    def close(self) -> None:
-        self.saver.close()
-        self.loader.close()
-
 
 class InJudge:
     """A variant's functions (its ``checkpoint`` module: kit code) called in the judge on judge objects."""
@@ -102,13 +96,13 @@ class InJudge:
         self.module = module
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
-        return _outcome(self.module.save_checkpoint, *args, **kwargs)
+        return probe.outcome(self.module.save_checkpoint, *args, **kwargs)
 
     def load(self, *args: Any) -> Any:
-        return _outcome(self.module.load_checkpoint, *args)
+        return probe.outcome(self.module.load_checkpoint, *args)
 
     def extras(self, src: Handle) -> Any:
-        return _outcome(self.module.load_checkpoint_extras, src)
+        return probe.outcome(self.module.load_checkpoint_extras, src)
 
     def folder(self) -> JudgeFolder:
         return JudgeFolder()
@@ -134,19 +128,6 @@ class JudgeFolder:
 
     def listing(self) -> list[str]:
         return sorted(entry.name for entry in self.root.iterdir())
-
-
-def _outcome(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """What ``function`` returned (as it would cross the wire), or the ``wire.Raised`` of what it raised."""
-    try:
-        return copy(function(*unwrap(args), **unwrap(kwargs)))
-    except Exception as exc:  # noqa: BLE001 - the exception's type is the observation
-        return wire.decode(wire.encode_exception(exc))
-
-
-def raised(outcome: Any) -> str:
-    """The qualified name of the exception ``outcome`` carries ("" for a value)."""
-    return outcome.types[0] if isinstance(outcome, wire.Raised) else ""
 
 
 def returned(outcome: Any) -> tuple:
@@ -193,12 +174,6 @@ def extras_read(outcome: Any) -> tuple:
     if same(outcome, EXTRAS):
         return ("the extras",)
     return ("a dict holding them and more",) if checkpoint_file.holds_extras(outcome, EXTRAS) else ("other",)
-
-
-def bears_on(test: str, observed: Signature, reference: Signature) -> bool:
-    """Whether ``observed`` differs from ``reference`` in an observation that bears on the hidden test
-    ``test`` (in any observation for a test not in ``OBSERVED_BY``)."""
-    return any(observed.get(key) != reference.get(key) for key in OBSERVED_BY.get(test, observed.keys()))
 
 
 def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Signature:
@@ -274,18 +249,10 @@ def failed_save(implementation: Student | InJudge, model: Handle, optimizer: Han
 
 
 def of_student(submission: Submission, seconds: float) -> Signature | None:
-    """The student's signature, from two fresh workers of the submission within ``seconds``; None when they
-    fail, run out of time, or answer anything the probe cannot read (nothing is known then)."""
+    """The student's signature, from two fresh workers of the submission (one saves, the other loads) within
+    ``seconds`` (None: nothing is known)."""
     point = drive.save_point("adamw", warmup=SAVE_STEPS)
-    budget = Budget(seconds)
-    budget.start("P7", later=0)
-    student = Student(submission, budget)
-    try:
-        return signature(student, point)
-    except (Exception, OutOfTime):  # noqa: BLE001 - StudentError included: whatever the workers did
-        return None
-    finally:
-        student.close()
+    return probe.of_student(submission, seconds, "P7", 2, lambda saver, loader: signature(Student(saver, loader), point))
 
 
 def of_variant(module: ModuleType) -> Signature:

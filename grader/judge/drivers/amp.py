@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -116,6 +116,22 @@ def described(trainer: Trainer, kwargs: dict) -> str:
     scaler_text = "GradScaler('cpu')" if trainer.scaler is not None else "None"
     arguments = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     return f"{STEP}(model, (x, y), mse_loss, SGD, scaler={scaler_text}, {arguments})"
+
+
+# train_step arguments the contract refuses with ValueError ("scaler": the CPU GradScaler's arguments).
+REFUSED = ({"precision": "fp16"}, {"precision": "fp16", "max_grad_norm": 1.0}, {"precision": "fp8"},
+           {"precision": "float32"}, {"precision": "BF16", "scaler": {}}, {"precision": "fp32", "max_grad_norm": 0.0},
+           {"precision": "fp32", "max_grad_norm": -1.0}, {"precision": "bf16", "max_grad_norm": -1e-3})
+
+
+def refused(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor,
+            y: torch.Tensor) -> Iterator[tuple[Trainer, dict, Any]]:
+    """``train_step`` on (x, y) with each of ``REFUSED``'s arguments, on a fresh Trainer each: the trainer,
+    the arguments of ``train_step`` and what it gave."""
+    for case in REFUSED:
+        kwargs = dict(case)
+        trainer = Trainer(sub, state, scaler=kwargs.pop("scaler", None))
+        yield trainer, kwargs, trainer.step(x, y, **kwargs)
 
 
 def why_refused(kwargs: dict) -> str:

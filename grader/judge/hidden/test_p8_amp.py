@@ -210,12 +210,7 @@ def test_bad_arguments_raise_value_error(sub):
     assert close(valid["loss"], oracle_step(state, x, y)[0]), (  # error paths count only beside working code
         f"{drive.STEP}(model, (x, y), mse_loss, SGD) returned loss {valid['loss']!r}, expected {oracle_step(state, x, y)[0]!r}: "
         "a function earns its error-path points only when it also answers a valid call")
-    cases = [dict(precision="fp16"), dict(precision="fp16", max_grad_norm=1.0), dict(precision="fp8"),
-             dict(precision="float32"), dict(precision="BF16", scaler={}), dict(precision="fp32", max_grad_norm=0.0),
-             dict(precision="fp32", max_grad_norm=-1.0), dict(precision="bf16", max_grad_norm=-1e-3)]
-    for kwargs in cases:
-        trainer = drive.Trainer(sub, state, scaler=kwargs.pop("scaler", None))
-        outcome = trainer.step(x, y, **kwargs)
+    for trainer, kwargs, outcome in drive.refused(sub, state, x, y):
         call = drive.described(trainer, kwargs)
         assert isinstance(outcome, wire.Raised) and outcome.is_a(ValueError), (
             f"{call} gave {shown(outcome)}, expected ValueError "

@@ -1,6 +1,6 @@
 """End to end: a mistaken submission graded in the sandbox gets its known mistake named in
-results.json (message and extra_data) and in ``grader show``; the reference gets none. P7's, named by
-the probe the judge runs after the suite, reaches every failed P7 test the same way."""
+results.json (message and extra_data) and in ``grader show``; the reference gets none. P7's and P8's, named by
+the probe the judge runs after the suite, reach every failed test of their problem the same way."""
 
 from __future__ import annotations
 
@@ -49,13 +49,16 @@ def test_a_mistaken_submission_is_told_its_known_mistake_and_the_reference_is_no
     assert [t.get("status") for t in verdicts_alone["tests"]] == [t.get("status") for t in data["tests"]]
 
 
-def test_a_p7_mistake_is_named_on_every_failed_p7_test(tmp_path, capsys):
+@pytest.mark.parametrize("problem, module, fixture, mistake", [
+    ("P7", "checkpoint", "p7_checkpoint_numpy_rng_forgotten.py", "p7-numpy-rng-not-restored"),
+    ("P8", "amp", "p8_amp_grads_zeroed.py", "p8-zero-grad-keeps-tensors")])
+def test_a_probed_mistake_is_named_on_every_failed_test_of_its_problem(problem, module, fixture, mistake, tmp_path, capsys):
     package = stage(KIT_ROOT / "solutions", tmp_path / "submission")
-    target = package / "checkpoint.py"
-    target.write_text(target.read_text() + "\n\n" + (MISTAKES / "p7_checkpoint_numpy_rng_forgotten.py").read_text())
-    data = graded(package, tmp_path / "out" / "bob.json", "P7")
+    target = package / f"{module}.py"
+    target.write_text(target.read_text() + "\n\n" + (MISTAKES / fixture).read_text())
+    data = graded(package, tmp_path / "out" / "bob.json", problem)
     failed = [t for t in data["tests"] if t.get("status") == "failed"]
-    assert failed and all(t["extra_data"].get("mistakes") == ["p7-numpy-rng-not-restored"] for t in failed)
+    assert failed and all(t["extra_data"].get("mistakes") == [mistake] for t in failed)
     capsys.readouterr()
     assert show.main(str(tmp_path / "out"), "bob") == 0
-    assert "Known mistake (p7-numpy-rng-not-restored)" in capsys.readouterr().out
+    assert f"Known mistake ({mistake})" in capsys.readouterr().out
