@@ -90,7 +90,7 @@ def test_first_failure_stops_the_judge_and_judges_the_rest_not_run():
 @pytest.mark.slow
 @pytest.mark.parametrize("problems, sample", [(["P1", "P2", "P3", "P4"], 5), (["P5", "P6", "P7", "P8"], 2)])
 def test_a_seeded_sample_leaves_no_unlisted_survivor(tmp_path: Path, problems: list[str], sample: int):
-    found = mutate(problems, work=tmp_path, sample=sample, seed=0)
+    found = mutate(problems, work=tmp_path, sample=sample, seed=0, jobs=2)
     assert len(found) == sample * len(problems)
     bad = [f"{o.problem} {o.identity} ({o.status}): {o.detail}\n{o.diff}" for o in found
            if o.status not in ("killed", "equivalent")]
