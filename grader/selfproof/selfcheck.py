@@ -100,13 +100,17 @@ def _grade_mutant(mutant: mutant_catalog.Mutant, full: bool) -> GradingResult:
         return grade(package, profile="ci", problems=[mutant.problem], first_failure=True)
 
 
-def _verdict(mutant: mutant_catalog.Mutant, result: GradingResult, expected: dict[str, float]) -> str:
-    """"killed", "SURVIVED", "MISATTRIBUTED (...)" or "GRADER ERROR"."""
-    lost = [key for key, score in _graded(result).items() if expected.get(key, 0) - score]
-    stray = [key for key in lost if key != mutant.problem]
-    verdict = "killed" if mutant.problem in lost and not stray and not result.error else (
-        "SURVIVED" if mutant.problem not in lost else f"MISATTRIBUTED ({', '.join(stray)})" if stray else "GRADER ERROR")
-    return verdict
+def _lost(result: GradingResult, expected: dict[str, float]) -> dict[str, float]:
+    """Points lost against the reference, per problem graded."""
+    return {key: expected.get(key, 0) - score for key, score in _graded(result).items()}
+
+
+def _verdict(mutant: mutant_catalog.Mutant, result: GradingResult, lost: dict[str, float]) -> str:
+    """"killed", "SURVIVED", "MISATTRIBUTED (...)" or "GRADER ERROR", from the points ``lost`` per problem."""
+    killed = lost.get(mutant.problem, 0) > 0
+    stray = [key for key, points in lost.items() if key != mutant.problem and points != 0]
+    return "killed" if killed and not stray and not result.error else (
+        "SURVIVED" if not killed else f"MISATTRIBUTED ({', '.join(stray)})" if stray else "GRADER ERROR")
 
 
 def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[str] | None) -> bool:
@@ -129,12 +133,11 @@ def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[st
     table.add_column("verdict")
     bad = 0
     for mutant, result in zip(catalog, results):
-        verdict = _verdict(mutant, result, expected)
+        lost = _lost(result, expected)
+        verdict = _verdict(mutant, result, lost)
         bad += verdict != "killed"
         if full:
-            scores = _graded(result)
-            cells = [f"-{expected.get(k, 0) - scores[k]:g}" if expected.get(k, 0) - scores.get(k, 0) else "·"
-                     for k in PROBLEMS]
+            cells = [f"-{lost[k]:g}" if lost.get(k) else "·" for k in PROBLEMS]
         else:
             cells = [next((t.name for t in result.tests if t.status == "failed"), "·")]
         table.add_row(mutant.id, *cells, f"[{'green' if verdict == 'killed' else 'red'}]{verdict}[/]")

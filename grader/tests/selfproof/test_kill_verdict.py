@@ -6,7 +6,7 @@ import pytest
 
 from grader.grading.results import GradingResult, TestResult
 from grader.selfproof import mutants
-from grader.selfproof.selfcheck import _verdict
+from grader.selfproof.selfcheck import _lost, _verdict
 
 MUTANT = mutants.Mutant(id="p2-example", problem="P2", module="strides", find="a", replace="b", description="example")
 REFERENCE = {"P1": 2.0, "P2": 3.0}
@@ -26,11 +26,17 @@ def graded(p1: str, p2: str, error: str = "") -> GradingResult:
     ("passed", "failed", "judge stopped", "GRADER ERROR"),
 ])
 def test_a_mutant_is_killed_only_by_points_lost_in_its_own_problem(p1, p2, error, expected):
-    assert _verdict(MUTANT, graded(p1, p2, error), REFERENCE) == expected
+    result = graded(p1, p2, error)
+    assert _verdict(MUTANT, result, _lost(result, REFERENCE)) == expected
 
 
 def test_a_first_failure_grading_of_its_own_problem_is_a_kill():
     """Stopped at its first failure, the tests after it are not run: the verdict is still a kill."""
     result = GradingResult(tests=(TestResult("P2", "strides", "b", 3.0, "failed"),
                                   TestResult("P2", "strides", "c", 1.0, "not_run")))
-    assert _verdict(MUTANT, result, {"P2": 4.0}) == "killed"
+    assert _verdict(MUTANT, result, _lost(result, {"P2": 4.0})) == "killed"
+
+
+def test_points_gained_in_its_own_problem_are_no_kill():
+    result = graded("passed", "passed")
+    assert _verdict(MUTANT, result, _lost(result, {"P1": 2.0, "P2": 1.0})) == "SURVIVED"
