@@ -132,10 +132,10 @@ class Diagnoser:
         student = self.students[key]
         reference, variants = self._load(problem)
         expected = self._signature(problem, reference)
-        if student is None or probe.alike(expected, student):
+        if student is None or probe.alike(expected, student) or not probe.bears_on(test, student, expected,
+                                                                                   prober.OBSERVED_BY):
             return []
-        return [mistake for mistake, variant in variants if probe.alike(self._signature(problem, variant), student)
-                and probe.bears_on(test, student, expected, prober.OBSERVED_BY)]
+        return [mistake for mistake, variant in variants if probe.alike(self._signature(problem, variant), student)]
 
     def _signature(self, problem: str, variant: Variant) -> probe.Signature:
         if variant.package not in self.signatures:
