@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..options import GradingOptions
+from ..options import OMP_WAIT_POLICY, GradingOptions
 from ..paths import HIDDEN, kit_pythonpath
 from ..problems import PROBLEMS
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
@@ -40,7 +40,12 @@ REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the tab
 # A judge loads the pytest plugins it names (the kit's and hypothesis's), not every plugin installed beside
 # them: an unrelated one cannot change how a suite runs, and importing them cost each judge half a CPU-second.
 JUDGE_PLUGINS = ("grader.judge.plugin", "_hypothesis_pytestplugin")
-JUDGE_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A judge's environment: ``environ`` (default: this process's) with the kit first on PYTHONPATH, idle
+    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, and no plugin loaded it does not name."""
+    return {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **kit_pythonpath(environ), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 class GradingError(RuntimeError):
@@ -110,7 +115,7 @@ def _over_budget(files: list[Path]) -> JudgeReport:
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Run) -> list[JudgeReport]:
     """Run one judge session per group, all at once, until the budget wall; returns each session's
     report (fail closed: see ``_session_report``)."""
-    env = {**kit_pythonpath(), **JUDGE_ENV}
+    env = judge_environment()
     sessions = []
     for index, files in enumerate(groups):
         outcomes, log = workdir / f"outcomes-{index}.json", workdir / f"judge-{index}.log"

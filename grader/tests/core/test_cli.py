@@ -14,7 +14,7 @@ import torch
 from grader.cli import build_parser
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
-from grader.paths import kit_pythonpath
+from grader.grading.grade import judge_environment
 
 
 
@@ -25,8 +25,8 @@ def grader(*args: str, cwd: Path = KIT) -> subprocess.CompletedProcess:
 
 
 def test_judges_started_by_the_kit_let_idle_openmp_threads_sleep_unless_told_otherwise():
-    assert kit_pythonpath({})["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert kit_pythonpath({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert judge_environment({})["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert judge_environment({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 def test_missing_submission_exits_2_with_one_line_and_a_results_file(tmp_path):
