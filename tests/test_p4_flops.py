@@ -144,14 +144,19 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def timing_hint(got: object, want: float) -> str:
-    """Well-known timing mistakes consistent with a time far from an independent timing."""
-    if not isinstance(got, float):
+def timing_hint(got: object, want: float, repeats: int, device: str) -> str:
+    """The timing mistake ``got`` shows, against ``want`` (an independent timing of one product), if
+    its size is that mistake's signature; nothing otherwise."""
+    if not isinstance(got, float) or got <= 0 or want <= 0:
         return ""
-    if got < want:
-        return "a time this short often means a missing torch.cuda.synchronize() before stopping the clock"
-    return ("a time this long often means no warm-up (the first product pays for initialization), "
-            "inputs allocated inside the timed loop, or the total returned instead of the mean")
+    ratio = got / want
+    if repeats > 2 and repeats / 2 <= ratio <= 2 * repeats:
+        return f"your time is about {repeats} products long: the total of the {repeats} repeats, not their mean"
+    if device == "cpu" and repeats > 2 and 1 / (2 * repeats) <= ratio <= 2 / repeats:
+        # on a GPU, a clock stopped before the GPU finished is far too fast as well: no telling them apart
+        return (f"your time is about 1/{repeats} of one product: the clock stopped after the first product "
+                "(or the time was divided by the repeats twice)")
+    return ""
 
 
 def test_time_matmul_is_a_plausible_mean_on_cpu(flops, one_thread):
@@ -162,7 +167,7 @@ def test_time_matmul_is_a_plausible_mean_on_cpu(flops, one_thread):
     check_true(isinstance(got, float) and want / 10 < got < want * 10,
                f"flops.time_matmul({m}, {k}, {n}, torch.float32, 'cpu', repeats=8)", got,
                f"about {want:.2e} s (an independent timing), within a factor of 10", "flops.time_matmul",
-               hint=timing_hint(got, want))
+               hint=timing_hint(got, want, 8, "cpu"))
 
 
 def test_time_matmul_returns_the_mean_not_the_total(flops, one_thread):
@@ -202,7 +207,7 @@ def test_time_matmul_is_synchronized_on_gpu(flops):
                f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", got,
                f"about {want:.2e} s (a synchronized timing)", "flops.time_matmul",
                "far too fast means the clock stopped before the GPU finished: torch.cuda.synchronize()",
-               timing_hint(got, want))
+               timing_hint(got, want, 10, "cuda"))
 
 
 @pytest.mark.gpu

@@ -48,18 +48,6 @@ def train(optimizer: torch.optim.Optimizer, model: torch.nn.Module, x: torch.Ten
     return history
 
 
-def mistake_hint(section: str, step: int, hyperparameters: dict) -> str:
-    """A well-known SGD mistake consistent with where the trajectories part (a hint, not a verdict)."""
-    common = "a common cause"
-    if section == SGD_SECTION and hyperparameters.get("momentum") and step == 1:
-        return f"{common}: the first momentum buffer is g itself (not (1 - momentum) * g)"
-    if section == SGD_SECTION and hyperparameters.get("momentum") and hyperparameters.get("weight_decay"):
-        return f"{common}: weight decay added after the momentum buffer; add weight_decay * p to g first"
-    if section == SGD_SECTION and hyperparameters.get("weight_decay"):
-        return f"{common}: weight decay missing, or applied to p.grad in place; g = p.grad + weight_decay * p"
-    return ""
-
-
 Trajectory = list[list[torch.Tensor]]
 
 
@@ -68,15 +56,15 @@ def same_trajectory(got: Trajectory, want: Trajectory) -> bool:
 
 
 def matching_mistakes(got: Trajectory, want: Trajectory, variants: Callable[[], dict[str, Trajectory]]) -> str:
-    """The mistakes whose trajectory ``got`` follows (and torch's does not): none, one, or several."""
+    """The mistakes whose trajectory ``got`` follows (and torch's does not): none, one, or several. A
+    mistake's trajectory may be only the first steps of one (those its behaviour determines)."""
     named = [mistake for mistake, theirs in variants().items()
              if same_trajectory(got, theirs) and not same_trajectory(want, theirs)]
-    return "your steps are exactly those of this mistake: " + "; or of: ".join(named) if named else ""
+    return "your steps are those of this mistake: " + "; or of: ".join(named) if named else ""
 
 
 def compare(got: Trajectory, want: Trajectory, what: str, section: str, why: str = "",
-            names: list[str] | None = None, hyperparameters: dict | None = None,
-            variants: Callable[[], dict[str, Trajectory]] | None = None) -> None:
+            names: list[str] | None = None, variants: Callable[[], dict[str, Trajectory]] | None = None) -> None:
     """The first step and parameter where the trajectories part, with the largest difference there.
 
     ``variants`` (run only on a failure) gives the trajectories of well-known mistakes: the hint
@@ -86,8 +74,7 @@ def compare(got: Trajectory, want: Trajectory, what: str, section: str, why: str
             if not torch.allclose(a.cpu(), b.cpu(), rtol=RTOL, atol=ATOL):
                 name = names[number] if names else f"parameter {number}"
                 index, mine, theirs = largest_difference(a, b)
-                hint = matching_mistakes(got, want, variants) if variants else \
-                    mistake_hint(section, step, hyperparameters or {})
+                hint = matching_mistakes(got, want, variants) if variants else ""
                 complain(what, f"after step {step}, {name} (shape {tuple(a.shape)}) holds {mine:.8g} at index {index}",
                          f"{theirs:.8g} there, as torch.optim (the largest difference, {abs(mine - theirs):.3g}; "
                          f"rtol={RTOL}, atol={ATOL})", section, why, hint)
@@ -115,6 +102,30 @@ def adagrad_mistakes(kwargs: dict) -> dict[str, dict]:
     return distinct
 
 
+def sgd_mistakes(kwargs: dict, start: torch.nn.Module, want: Trajectory,
+                 run: Callable[[dict], Trajectory]) -> dict[str, Trajectory]:
+    """The trajectories of well-known SGD mistakes from the parameters ``start``, next to torch's run
+    ``want`` with ``kwargs``: whole runs of torch.optim.SGD (``run``) where one reproduces the mistake,
+    else the first steps the mistake's behaviour fixes.
+
+    A first buffer of (1 - momentum) * g makes the first step (1 - momentum) times torch's; weight
+    decay added after the buffer (p -= lr * (buf + wd * p), buf built from p.grad alone) leaves the
+    first step as torch's and moves the second by lr * momentum * wd * p0."""
+    full = dict(dict(lr=1e-3, momentum=0.0, weight_decay=0.0), **kwargs)
+    lr, momentum, decay = full["lr"], full["momentum"], full["weight_decay"]
+    p0 = [p.detach().clone() for p in start.parameters()]
+    mistakes: dict[str, Trajectory] = {}
+    if decay:
+        mistakes["weight_decay ignored (g = p.grad + weight_decay * p)"] = run(dict(full, weight_decay=0.0))
+    if momentum:
+        mistakes["the first momentum buffer is (1 - momentum) * g (PyTorch starts it at g itself)"] = [
+            [a + (1 - momentum) * (b - a) for a, b in zip(p0, want[0])]]
+    if momentum and decay and len(want) > 1:
+        mistakes["weight decay added after the momentum buffer (add weight_decay * p to g before it enters "
+                 "the buffer)"] = [want[0], [b + lr * momentum * decay * a for a, b in zip(p0, want[1])]]
+    return mistakes
+
+
 def same_run(student_cls, torch_cls, kwargs: dict, torch_kwargs: dict | None = None, steps: int = 10,
              device: str = "cpu") -> None:
     """``student_cls(**kwargs)`` and ``torch_cls(**torch_kwargs)`` follow the same trajectory."""
@@ -127,15 +138,17 @@ def same_run(student_cls, torch_cls, kwargs: dict, torch_kwargs: dict | None = N
     got = train(optimizer, model, x, y, steps)
     want = train(torch_cls(reference.parameters(), **(torch_kwargs or kwargs)), reference, x, y, steps)
 
+    def torch_run(arguments: dict) -> Trajectory:
+        net = copy.deepcopy(pristine)
+        return train(torch_cls(net.parameters(), **arguments), net, x, y, steps)
+
     def variants() -> dict[str, Trajectory]:
-        runs = {mistake: (copy.deepcopy(pristine), arguments)
-                for mistake, arguments in adagrad_mistakes(torch_kwargs or kwargs).items()}
-        return {mistake: train(torch_cls(net.parameters(), **arguments), net, x, y, steps)
-                for mistake, (net, arguments) in runs.items()}
+        if torch_cls is torch.optim.SGD:
+            return sgd_mistakes(torch_kwargs or kwargs, pristine, want, torch_run)
+        return {mistake: torch_run(arguments) for mistake, arguments in adagrad_mistakes(torch_kwargs or kwargs).items()}
 
     compare(got, want, f"{steps} steps of {student_cls.__name__}(params, **{kwargs})", f"optim.{student_cls.__name__}",
-            names=[name for name, _ in model.named_parameters()], hyperparameters=kwargs,
-            variants=variants if torch_cls is torch.optim.Adagrad else None)
+            names=[name for name, _ in model.named_parameters()], variants=variants)
 
 
 # --- SGD -----------------------------------------------------------------------------------

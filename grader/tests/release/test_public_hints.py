@@ -1,10 +1,11 @@
 """The public tests' hints name the mistake the submission's behaviour shows, and never another.
 
-Each case is a mistaken P5 AdaGrad or P7 load_checkpoint: a student-like one from
+Each case is a mistaken P5 SGD or AdaGrad or P7 load_checkpoint: a student-like one from
 ``fixtures/mistakes/`` (appended to a copy of the reference) or a curated mutant. Its public tests
 must fail, at least one failure must carry a hint naming its own mistake, and no hint may name
 any other known mistake (AdaGrad's hints come from trajectories torch.optim.Adagrad reproduces,
-P7's from the run's pieces compared after load_checkpoint with what they were at the save).
+SGD's from torch.optim.SGD's and from the first steps a mistake fixes, P7's from the run's pieces
+compared after load_checkpoint with what they were at the save).
 """
 
 from __future__ import annotations
@@ -22,10 +23,15 @@ from grader.grading.submission import stage
 KIT = Path(__file__).resolve().parents[3]
 MISTAKES = KIT / "grader" / "tests" / "fixtures" / "mistakes"
 
+SGD = ("weight_decay ignored", "the first momentum buffer is (1 - momentum) * g",
+       "weight decay added after the momentum buffer")
 ADAGRAD = ("eps inside the square root", "initial_accumulator_value ignored", "weight_decay ignored")
 RESUME = ("torch's RNG", "numpy's global RNG", "Python's random", "the model's state_dict()", "the AdamW state")
 
 CASES = {  # case: (public test file, -k selection, the mistake's own words, every known mistake's words)
+    "p5_optim_sgd_momentum_as_average.py": ("test_p5_optim.py", "sgd_matches_torch", SGD[1], SGD),
+    "p5_optim_sgd_decay_on_the_step.py": ("test_p5_optim.py", "sgd_matches_torch", SGD[2], SGD),
+    "p5-sgd-damped-first-momentum": ("test_p5_optim.py", "sgd_matches_torch", SGD[1], SGD),
     "p5_optim_adagrad_eps_in_root.py": ("test_p5_optim.py", "AdaGrad or adagrad", ADAGRAD[0], ADAGRAD),
     "p5_optim_adagrad_sum_from_zero.py": ("test_p5_optim.py", "AdaGrad or adagrad", ADAGRAD[1], ADAGRAD),
     "p5-adagrad-eps-inside-sqrt": ("test_p5_optim.py", "AdaGrad or adagrad", ADAGRAD[0], ADAGRAD),
@@ -62,7 +68,7 @@ def test_each_hint_names_the_mistake_made_and_no_other(case, tmp_path):
     assert not [hint for hint in shown for other in known if other != own and other in hint], shown
 
 
-@pytest.mark.parametrize("test_file, selection", [("test_p5_optim.py", "AdaGrad or adagrad"),
+@pytest.mark.parametrize("test_file, selection", [("test_p5_optim.py", "AdaGrad or adagrad or sgd_matches_torch"),
                                                   ("test_p7_checkpoint.py", "checkpoint")])
 def test_the_reference_gets_no_hint(test_file, selection):
     assert hints(KIT / "solutions", test_file, selection) == (0, [])
