@@ -3,7 +3,9 @@
 Grades, on the hidden suites and in the sandbox, each mistaken submission of
 ``grader/tests/fixtures/mistakes/`` (a misconception of the catalog written the way a student
 would, independently of the mutant's edit: one file per mistake, its first line ``# mistake:
-<mutant id>``, appended to a copy of the reference as the alternatives are), then the reference
+<mutant id>``, appended to a copy of the reference as the alternatives are; ``--mistakes
+blind_mistakes``: the set written by authors who read the misconceptions' sentences and the
+handout, never the catalog's code nor the diagnosis), then the reference
 and the correct alternatives of ``grader/tests/fixtures/alternatives/``. Per problem it prints the
 share of mistaken submissions whose failed tests name their own mistake (and no other), the share
 named a wrong mistake on some test, the share with nothing known, and how many correct
@@ -11,6 +13,7 @@ submissions were named any mistake (the target: none)::
 
     python -m grader.bench.diagnosis
     python -m grader.bench.diagnosis --problems P1 P4 --profile grading --jobs 4
+    python -m grader.bench.diagnosis --problems P5 P7 P8 --mistakes blind_mistakes
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from grader.grading.submission import stage
 
 FIXTURES = KIT_ROOT / "grader" / "tests" / "fixtures"
 MISTAKE = re.compile(r"# mistake: (\S+)")
+MISTAKE_SETS = ("mistakes", "blind_mistakes")  # folders of FIXTURES
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,10 @@ class Case:
     mistake: str  # "" for a correct submission
 
 
-def cases(problems: list[str]) -> list[Case]:
-    """The mistaken submissions and the correct alternatives of ``problems``, in problem order."""
+def cases(problems: list[str], mistakes: str = "mistakes") -> list[Case]:
+    """The mistaken submissions (of the set ``mistakes``) and the correct alternatives of ``problems``."""
     found = []
-    for folder in ("mistakes", "alternatives"):
+    for folder in (mistakes, "alternatives"):
         for path in sorted((FIXTURES / folder).glob("p*_*.py")):
             number, module = path.stem.split("_")[:2]
             match = MISTAKE.match(path.read_text())
@@ -81,9 +85,11 @@ def main() -> None:
     parser.add_argument("--problems", nargs="*", default=["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8"], choices=list(PROBLEMS))
     parser.add_argument("--profile", default="ci", help="hypothesis profile of the hidden suites (default: ci)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
+    parser.add_argument("--mistakes", default="mistakes", choices=MISTAKE_SETS,
+                        help="the set of mistaken submissions (a folder of grader/tests/fixtures)")
     options = parser.parse_args()
     tally: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    everything = [Case(KIT_ROOT / "solutions", p, "", "") for p in options.problems] + cases(options.problems)
+    everything = [Case(KIT_ROOT / "solutions", p, "", "") for p in options.problems] + cases(options.problems, options.mistakes)
     with tempfile.TemporaryDirectory(prefix="kit-diagnosis-") as scratch, ThreadPoolExecutor(options.jobs) as pool:
         graded = pool.map(lambda item: judged(item[1], Path(scratch) / str(item[0]), options.profile),
                           enumerate(everything))
@@ -99,8 +105,11 @@ def main() -> None:
                   f"{sorted({m for ids in diagnoses for m in ids})}", flush=True)
     print("\n| problem | mistaken | own mistake | wrong mistake | nothing known | not caught | correct named |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    overall: dict[str, int] = defaultdict(int)
     for problem in options.problems:
-        n = tally[problem]
+        for key, count in tally[problem].items():
+            overall[key] += count
+    for problem, n in [*((p, tally[p]) for p in options.problems), *([("all", overall)] if len(options.problems) > 1 else [])]:
         total = sum(n[k] for k in ("own", "wrong", "nothing", "not caught")) or 1
         share = {k: f"{100 * n[k] / total:.0f}%" for k in ("own", "wrong", "nothing", "not caught")}
         print(f"| {problem} | {total} | {share['own']} | {share['wrong']} | {share['nothing']} | {share['not caught']} "

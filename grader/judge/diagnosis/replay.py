@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ... import wire
+from ...grading.submission import PACKAGE
 from ..inprocess import Dispatcher, load_package
 from ..drivers.same import same
 
@@ -65,7 +66,7 @@ class Variant:
                 for message, answer in exchanges:
                     if time.monotonic() > deadline:
                         return False
-                    _compare(answer, dispatcher.handle(_renumber(message, handles)), handles)
+                    _compare(answer, dispatcher.handle(_renumber(message, handles)), handles, self.package)
             return True
         except Mismatch:
             return False
@@ -108,8 +109,9 @@ def _handle(number: Any, handles: dict[int, int]) -> int:
     return handles[number]
 
 
-def _compare(student: dict, variant: dict, handles: dict[int, int]) -> None:
-    """Raise Mismatch unless the two answers to one request are the same."""
+def _compare(student: dict, variant: dict, handles: dict[int, int], package: str) -> None:
+    """Raise Mismatch unless the two answers to one request are the same (an object that crossed as an
+    ``Opaque``, such as an optimizer returned by value, by its class, named as in the student's package)."""
     if bool(student.get("violations")) != bool(variant.get("violations")) or ("raised" in student) != (
             "raised" in variant):
         raise Mismatch("a different kind of answer")
@@ -118,6 +120,8 @@ def _compare(student: dict, variant: dict, handles: dict[int, int]) -> None:
             wire.decode(student.get("value")), wire.decode(variant.get("value")))
     except wire.WireError:
         raise Mismatch("a malformed answer") from None
+    if isinstance(theirs, wire.Opaque) and theirs.type.startswith(f"{package}."):
+        theirs = wire.Opaque(PACKAGE + theirs.type[len(package):], theirs.repr)
     if isinstance(mine, wire.Ref) and isinstance(theirs, wire.Ref):
         handles[mine.id] = theirs.id
     elif not same(mine, theirs, close=True):

@@ -150,3 +150,14 @@ def test_feedback_names_one_mistake_with_its_section_several_by_id_and_none_says
 
 def feedback_has(text: str, *parts: str) -> bool:
     return all(part in text for part in parts)
+
+
+def test_an_object_answered_by_value_is_known_by_its_class_whatever_the_package(diagnoser, tmp_path):
+    """An optimizer built where it should have raised crosses as an ``Opaque`` named in the student's package
+    (``assignment.optim.AdaGrad``); a variant's is named in its own, and still reproduces it."""
+    package = stage(mutants.SOLUTIONS, tmp_path / "student")
+    written = Path(__file__).parents[1] / "fixtures" / "blind_mistakes" / "p5_optim_adagrad_eps_unchecked.py"
+    (package / "optim.py").write_text((package / "optim.py").read_text() + "\n\n" + written.read_text())
+    sub = session.Submission(InProcess(package), package)
+    assert isinstance(sub.outcome("optim.AdaGrad", [torch.zeros(2)], eps=-1.0), wire.Opaque)
+    assert [m.id for m in diagnoser.diagnose("P5", sub.recording, 60)] == ["p5-adagrad-no-eps-validation"]
