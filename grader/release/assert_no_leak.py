@@ -17,8 +17,9 @@ from ._context import ReleaseContext, ReleaseError
 
 ALLOWED_TOP_LEVEL = {"assignment", "tests", "handout.md", "pyproject.toml", "README.md", ".gitignore", ".github"}
 MIN_SECRET_LENGTH = 24
-# The loop every torch optimizer writes; the handout quotes the lecture's AdaGrad, which has it.
-PUBLIC_IDIOMS = {"for group in self.param_groups:", 'for p in group["params"]:'}
+# The loop every torch optimizer writes, and the lecture's own AdaGrad update: the handout quotes the
+# lecture's AdaGrad, and a mistaken fixture written as a student would copies it.
+PUBLIC_IDIOMS = {"for group in self.param_groups:", 'for p in group["params"]:', "g2 += torch.square(grad)"}
 
 
 def _distinctive(lines: list[str]) -> set[str]:
@@ -33,7 +34,8 @@ def secret_lines(kit: Path) -> set[str]:
         lines = path.read_text().splitlines()
         for region in find_regions("\n".join(lines), str(path)):
             secrets |= _distinctive(lines[region.begin: region.end - 1])
-    for folder in ("grader/judge/hidden", "grader/judge/drivers", "grader/judge/diagnosis", "grader/tests/fixtures/mistakes"):
+    for folder in ("grader/judge/hidden", "grader/judge/drivers", "grader/judge/diagnosis", "grader/tests/fixtures/mistakes",
+                   "grader/tests/fixtures/blind_mistakes"):
         for path in sorted((kit / folder).rglob("*.py")):
             secrets |= _distinctive(path.read_text().splitlines())
     for mutant in mutants.load():  # the mistaken variants diagnosis compares students with
