@@ -50,23 +50,52 @@ command -v sbatch > /dev/null || fail "sbatch not found: run this on a Slurm log
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export KIT_DIR="${KIT_DIR:-$(dirname "$(dirname "$HERE")")}"
 
-# array GPU_MODE SIZE [SBATCH_OPTION...]: submit one grading array, print its job id
-array() {
-    local mode="$1" size="$2"
-    shift 2
-    KIT_GPU="$mode" sbatch --parsable --array="1-$size" "${sbatch_options[@]}" "$@" \
-        "$HERE/grade_array.sbatch" "$SUBMISSIONS" "$OUT" | cut -d';' -f1
+case $mode in
+    gpu) arrays=(all); what="$SHARDS shards on GPUs, every test" ;;
+    cpu-only) arrays=(cpu); what="$SHARDS shards on CPUs, GPU tests not run: grades provisional" ;;
+    *) arrays=(cpu gpu); what="CPU pass: $SHARDS shards; GPU tests: $GPU_SHARDS shards on GPUs" ;;
+esac
+
+# request NAME: the grading array NAME's KIT_GPU value and sbatch options, into REQUEST
+request() {
+    case $1 in
+        cpu) REQUEST=(off --array="1-$SHARDS" "${sbatch_options[@]}") ;;
+        gpu) REQUEST=(only --array="1-$GPU_SHARDS" "${sbatch_options[@]}" --gres=gpu:1 "${gpu_sbatch_options[@]}") ;;
+        all) REQUEST=(require --array="1-$SHARDS" "${sbatch_options[@]}" --gres=gpu:1 "${gpu_sbatch_options[@]}") ;;
+    esac
 }
 
-case $mode in
-    gpu) jobs=$(array require "$SHARDS" --gres=gpu:1 "${gpu_sbatch_options[@]}")
-         what="$SHARDS shards on GPUs, every test" ;;
-    cpu-only) jobs=$(array off "$SHARDS")
-              what="$SHARDS shards on CPUs, GPU tests not run: grades provisional" ;;
-    *) cpu=$(array off "$SHARDS")
-       gpu=$(array only "$GPU_SHARDS" --gres=gpu:1 "${gpu_sbatch_options[@]}")
-       jobs="$cpu:$gpu"
-       what="CPU pass: $SHARDS shards, job $cpu; GPU tests: $GPU_SHARDS shards on GPUs, job $gpu" ;;
-esac
+# preflight NAME GPU_MODE SBATCH_OPTION...: sbatch --test-only's verdict on one array; a refusal (a GPU
+# asked for where the cluster declares none, an unknown partition) stops everything before any job is queued
+preflight() {
+    local name="$1" gpu_mode="$2" said
+    shift 2
+    said=$(KIT_GPU="$gpu_mode" sbatch --test-only "$@" "$HERE/grade_array.sbatch" "$SUBMISSIONS" "$OUT" 2>&1 >/dev/null) \
+        && return 0
+    printf 'submit.sh: sbatch refuses the %s array, so nothing was submitted: %s\n' "$name" "${said//$'\n'/ }" >&2
+    if [[ $gpu_mode != off ]]; then
+        printf '%s\n' "no GPU in this cluster, or not in the default partition? name the GPU partition with" \
+            "--gpu-sbatch --partition=NAME, or grade the CPU pass alone with --cpu-only (grades provisional)" >&2
+    fi
+    exit 2
+}
+
+# submit GPU_MODE SBATCH_OPTION...: queue one grading array, print its job id
+submit() {
+    local gpu_mode="$1"
+    shift
+    KIT_GPU="$gpu_mode" sbatch --parsable "$@" "$HERE/grade_array.sbatch" "$SUBMISSIONS" "$OUT" | cut -d';' -f1
+}
+
+for name in "${arrays[@]}"; do
+    request "$name"
+    preflight "$name" "${REQUEST[@]}"
+done
+ids=()
+for name in "${arrays[@]}"; do
+    request "$name"
+    ids+=("$(submit "${REQUEST[@]}")")
+done
+jobs=$(IFS=:; echo "${ids[*]}")
 merge=$(sbatch --parsable --dependency="afterany:$jobs" "${sbatch_options[@]}" "$HERE/merge.sbatch" "$OUT")
 echo "grading: job $jobs ($what); gradebook: job ${merge%%;*} -> $OUT/gradebook.csv"

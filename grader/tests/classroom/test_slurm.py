@@ -44,14 +44,19 @@ WAIT_SECONDS = 600
 
 # -- what submit.sh asks sbatch for ---------------------------------------------------------------
 
-def _fake_sbatch(tmp_path: Path) -> dict[str, str]:
-    """An environment whose sbatch logs ``KIT_GPU`` and its arguments, one call a line, and answers job 7."""
+def _fake_sbatch(tmp_path: Path, refuse: str = "") -> dict[str, str]:
+    """An environment whose sbatch logs ``KIT_GPU`` and its arguments, one call a line, and answers job 7;
+    ``--test-only`` logs nothing and refuses a request holding ``refuse``, as Slurm does a GPU where none is."""
     folder = tmp_path / "bin"
     folder.mkdir()
-    (folder / "sbatch").write_text('#!/bin/sh\necho "$KIT_GPU $*" >> "$SBATCH_LOG"\necho 7\n')
+    (folder / "sbatch").write_text(
+        '#!/bin/sh\ncase " $* " in *" --test-only "*)\n'
+        '  case " $* " in *" $REFUSE "*) echo "sbatch: error: Invalid generic resource (gres) specification" >&2; '
+        'exit 1;; esac\n  exit 0;;\nesac\necho "$KIT_GPU $*" >> "$SBATCH_LOG"\necho 7\n')
     (folder / "sbatch").chmod(0o755)
     (tmp_path / "class").mkdir()
-    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "SBATCH_LOG": str(tmp_path / "calls")}
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "SBATCH_LOG": str(tmp_path / "calls"),
+            "REFUSE": refuse or "--no-such-option"}
 
 
 @pytest.mark.parametrize("mode", ["", "--gpu", "--cpu-only"])
@@ -70,6 +75,19 @@ def test_submit_asks_for_gpus_only_for_gpu_tests_by_default(tmp_path, mode):
     assert f"--dependency=afterany:{':'.join('7' for _ in arrays)}" in merge.split()
     assert "merge.sbatch out" in merge and "--gres" not in merge and "--partition=p --mem=8G" in merge
     assert ("GPU tests: 2 shards on GPUs" in said) == (mode == "")
+
+
+def test_submit_queues_nothing_where_sbatch_refuses_an_array(tmp_path):
+    """A cluster without GPUs refuses the GPU array: submit.sh says so before any array is queued (the CPU
+    array included), names the ways on, and --cpu-only then submits."""
+    env = _fake_sbatch(tmp_path, refuse="--gres=gpu:1")
+    run = subprocess.run([str(SUBMIT), "class", "out", "2"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 2 and "sbatch refuses the gpu array, so nothing was submitted" in run.stderr, run.stderr
+    assert "Invalid generic resource" in run.stderr and "--cpu-only" in run.stderr
+    assert not (tmp_path / "calls").exists()
+    _run([str(SUBMIT), "--cpu-only", "class", "out", "2"], env, cwd=tmp_path)
+    assert len((tmp_path / "calls").read_text().splitlines()) == 2  # the CPU array, the merge
 
 
 @pytest.mark.parametrize("arguments, error", [
@@ -113,7 +131,7 @@ def _free_port() -> int:
 def _config(root: Path, host: str) -> str:
     """slurm.conf for this machine alone: a CPU partition (default), a GPU partition where NVIDIA GPUs are."""
     memory_mb = int(Path("/proc/meminfo").read_text().split()[1]) // 2048
-    gpus = sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*"))
+    gpus = _gpus()
     lines = ["ClusterName=kit-test", f"SlurmctldHost={host}", f"SlurmctldPort={_free_port()}",
              f"SlurmdPort={_free_port()}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
              f"AuthInfo=socket={root}/munge.socket", "CredType=cred/munge", "ProctrackType=proctrack/linuxproc",
@@ -210,10 +228,17 @@ def _squeue(env: dict[str, str], job: str | None = None) -> list[str]:
     return run.stdout.split("\n")[:-1] if run.returncode == 0 else []  # a finished job unknown to squeue: error
 
 
+def _gpus() -> list[str]:
+    """This machine's NVIDIA GPU devices (the one-node cluster declares them as its gpu gres)."""
+    return sorted(p.name for p in Path("/dev").glob("nvidia[0-9]*"))
+
+
 def _submit(folder: Path, env: dict[str, str]) -> tuple[str, str]:
-    """submit.sh CLASS OUT 2 from ``folder``: (array job id, merge job id)."""
-    said = _run([str(SUBMIT), "class", "out", "2", "--", *SBATCH_ARGS], env, cwd=folder)
-    array, merge = re.findall(r"job (\d+)", said)
+    """submit.sh CLASS OUT 2 from ``folder`` (in two passes where the node has GPUs, else --cpu-only):
+    (the CPU array's job id, the merge's)."""
+    mode = [] if _gpus() or MODE == "existing" else ["--cpu-only"]
+    said = _run([str(SUBMIT), *mode, "class", "out", "2", "--", *SBATCH_ARGS], env, cwd=folder)
+    array, *_, merge = re.findall(r"job (\d+)", said)
     return array, merge
 
 
@@ -247,6 +272,11 @@ def test_submit_grades_in_shards_as_a_local_batch_and_resumes_a_cancelled_shard(
     _class(tmp_path / "class")
     env = {**slurm, "KIT_PYTHON": sys.executable, "KIT_JOBS": "1", "KIT_GRADER_ARGS": shlex.join(GRADER_ARGS[2:])}
     shard = tmp_path / "out" / "shard-1" / "results"
+    if not _gpus() and MODE != "existing":  # two passes need a GPU: refused, and nothing queued
+        refused = subprocess.run([str(SUBMIT), "class", "out", "2", "--", *SBATCH_ARGS], env=env, cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and "nothing was submitted" in refused.stderr, refused.stderr
+        assert _squeue(env) == []
 
     started = time.monotonic()
     array, merge = _submit(tmp_path, env)
