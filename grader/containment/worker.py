@@ -48,6 +48,7 @@ class Worker:
         self.restarts = 0
         self.fatal_imports: dict[str, str] = {}  # module -> how importing it ended the worker
         self._run: Launched | None = None
+        self._pid: int | None = None  # the worker process found in the running tree (worker_pid), until it stops
         become_subreaper()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -79,6 +80,7 @@ class Worker:
     def _launch(self) -> None:
         """Start the process, its output drain and memory watch; read what confinement it obtained."""
         run = self._run = launch(self.package, self.limits, self.masks, self.readonly)
+        self._pid = None
         self._channel = Channel(run.request_w, run.response_r)
         self._output = Output(self.limits.output_bytes)
         self._meter = tree.Meter(run.proc.pid, run.cgroup, run.uid)
@@ -190,9 +192,16 @@ class Worker:
     def worker_pid(self) -> int | None:
         """The worker process as the judge sees it (for measuring it from outside through /proc):
         the oldest process of the worker's tree that runs this interpreter and holds the request
-        pipe (not bubblewrap, which holds it too); None when not running."""
+        pipe (not bubblewrap, which holds it too); None when not running. Found once per start (a walk
+        of every process on the host) and kept while that process lives."""
         if self._run is None or self._run.proc.poll() is not None:
             return None
+        if self._pid is not None and psutil.pid_exists(self._pid):
+            return self._pid
+        self._pid = self._find_pid()
+        return self._pid
+
+    def _find_pid(self) -> int | None:
         pipe = f"pipe:[{os.fstat(self._run.request_w).st_ino}]"
         for process in sorted(tree.processes(self._run.proc.pid), key=_created):
             try:

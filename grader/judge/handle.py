@@ -143,8 +143,9 @@ class Submission:
 
     def _bind_callbacks(self, message: dict, number: int) -> list[int]:
         """Bind the callbacks among a request's arguments to that request (call ``number``): each was
-        handed out by ``callback`` for this one call and is refused once the call has returned."""
-        tokens = list(dict.fromkeys(_callback_tokens(message)))
+        handed out by ``callback`` for this one call and is refused once the call has returned. (Before the
+        first callback is handed out there is none to find: the message is not walked.)"""
+        tokens = list(dict.fromkeys(_callback_tokens(message))) if self._issued else []
         reused = [token for token in tokens if token not in self._callbacks]
         if reused:
             raise ValueError(f"judge callback(s) {reused} passed to a second call: make a fresh one per call")
