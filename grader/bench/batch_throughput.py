@@ -7,7 +7,9 @@ system of the whole process tree, counted by the kernel in a cgroup of its own (
 the figure to plan with on a shared machine)
 and their ratio, measured in this one run. Where CUDA is present it then grades the class whole
 (``--gpu require``) and as the GPU pass alone (``--gpu only``), one at a time, and prints both;
-without CUDA it says that the GPU pass cannot run here:
+without CUDA it says that the GPU pass cannot run here, and measures its floor instead: a judge
+session over the hidden suites with only the GPU tests selected, none of which can run (a GPU
+pass costs at least that, plus the workers it starts and the GPU tests themselves):
 
     python -m grader.bench.batch_throughput                 # 6 copies, P1 only, ci profile
     python -m grader.bench.batch_throughput --copies 4 --problems '' --profile grading
@@ -30,7 +32,10 @@ from pathlib import Path
 
 from grader.classroom import batch
 from grader.bench.cputime import TreeCPU
-from grader.paths import KIT_ROOT
+from grader.grading.grade import JUDGE_PLUGINS, hidden_suites, judge_environment
+from grader.grading.submission import stage
+from grader.options import GradingOptions
+from grader.paths import HIDDEN, KIT_ROOT
 
 
 def make_class(source: Path, copies: int, dest: Path) -> Path:
@@ -66,6 +71,21 @@ def measure(tree: TreeCPU, folder: Path, out: Path, jobs: int, problems: list[st
     return run
 
 
+def gpu_pass_floor(tree: TreeCPU, submission: Path, scratch: Path) -> Run:
+    """One judge session over every hidden suite with only the GPU tests selected (``-m gpu``), on a
+    machine where none of them can run: what a GPU pass spends before its first GPU test."""
+    package = stage(submission, scratch / "staged")
+    plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
+    command = [sys.executable, "-m", "pytest", *map(str, hidden_suites()), *plugins, "-q", "-m", "gpu",
+               "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(HIDDEN),
+               "--submission", str(package), "--outcomes", str(scratch / "outcomes.json"),
+               *GradingOptions(gpu="off").judge_argv(600.0)]
+    started, cpu = time.perf_counter(), tree.used()
+    tree.popen(command, cwd=scratch, env=judge_environment(), stdout=subprocess.DEVNULL,
+               stderr=subprocess.DEVNULL).wait()
+    return Run(time.perf_counter() - started, tree.used() - cpu)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=6, help="submissions in the class")
@@ -84,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                                   profile=args.profile) for jobs in (1, 2)}
             gpu = {mode: measure(tree, folder, Path(tmp) / f"out-{mode}", 1, problems, command, mode, args.profile)
                    for mode in ("require", "only")} if batch._cuda_available() else {}
+            floor = None if gpu or args.grade_command else gpu_pass_floor(tree, args.submission, Path(tmp))
     finally:
         tree.close()
     print(f"{args.copies} submissions, problems {','.join(problems) if problems else 'all'}, {args.profile} profile; "
@@ -97,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GPU pass / whole grading, wall time: {gpu['only'].seconds / gpu['require'].seconds:.2f}")
     else:
         print("no CUDA here: the GPU pass (--gpu only) cannot run; a whole grading here is the CPU pass above")
+    if floor:
+        print(f"  the GPU pass's floor (a judge session with only the GPU tests selected, none run): "
+              f"{floor.seconds:.1f} s, {floor.cpu:.1f} CPU-s per submission")
     return 0
 
 
