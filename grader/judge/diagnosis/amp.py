@@ -5,8 +5,10 @@ worker: no recording of them replays. For P8's failed tests the judge instead ru
 (``signature``) on the CPU: a few ``train_step`` calls on a tiny MLP, SGD, loss and ``GradScaler`` built
 by the judge (fp32, bf16 autocast on inputs where 16-bit rounding shows, fp16 with a scaler, a loss
 that is a matmul, clipping with and without a scaler, an inf gradient, a scale that grows), the
-arguments the contract refuses, ``train`` with whole, zero and bad step counts, and ``checkpointed``
-with an input that needs no gradient. The student's functions run in a fresh worker of the submission
+arguments the contract refuses, ``train`` with whole, zero and bad step counts, ``checkpointed``
+with an input that needs no gradient, and whether ``checkpointed`` keeps only about one block input per
+block for backward (the hidden test's bound: for the student measured from outside its worker as that
+test measures it, for a variant counted in the judge with saved_tensors_hooks). The student's functions run in a fresh worker of the submission
 (started once the suite's own worker is closed, ``grader.judge.plugin``), each known variant's in the
 judge (``InJudge``: kit code, never the student's), on the same objects built the same way. The
 signature holds only what the judge reads back: the returned values (or exception types), the
@@ -24,17 +26,20 @@ from typing import Any
 import torch
 
 from ..drivers import amp as drive
-from ..drivers.amp_oracle import batch, blocks_state, max_param_diff, model_state, oracle_norm, visible_case
+from ..drivers.amp_oracle import (batch, blocks_state, max_param_diff, model_state, oracle_norm, plain_saved_bytes,
+                                  saved_bytes, visible_case)
 from ..drivers.local import JUDGE, Local, one_thread, unwrap
 from ..handle import StudentError, Submission
+from ..inprocess import InProcess
 from . import probe
-from .probe import Signature
+from .probe import UNMEASURED, Signature
 
 SEED, WIDTH, ROWS = 7, 6, 4  # the probe's MLP (8 -> WIDTH -> 4) and batch
 SCALER = {"init_scale": 1024.0}
 FP16_SCALER = {"init_scale": 256.0}
 CLIP_FRACTION = 0.5  # max_grad_norm as a fraction of the gradient norm: clipping changes the step
 STEP_COUNTS = (2, 2.0, 0, -1, 2.5)  # train's steps: whole counts, none, and two it must refuse
+MEMORY = (6, 16, 32768)  # depth, width and rows of the hidden test's measurement of what checkpointing keeps
 # The observations that bear on each hidden P8 test (grader/judge/hidden/test_p8_amp.py): a variant is
 # named on a failed test only when it differs from the reference in one of them.
 OBSERVED_BY = {
@@ -48,9 +53,9 @@ OBSERVED_BY = {
                                                          "dot loss"),
     "test_bad_arguments_raise_value_error": ("bad arguments", "fp32 step"),
     "test_checkpointed_values_and_gradients": ("checkpointed",),
-    "test_checkpointed_keeps_only_block_inputs": ("checkpointed",),
+    "test_checkpointed_keeps_only_block_inputs": ("checkpointed", "keeps block inputs only"),
     "test_train_runs_train_step_per_batch": ("train", "gradients", "fp32 step", "bf16 step"),
-    "test_checkpointed_lowers_peak_cuda_memory": ("checkpointed",),
+    "test_checkpointed_lowers_peak_cuda_memory": ("checkpointed", "keeps block inputs only"),
     "test_bf16_training_is_faster_than_fp32": ("train", "bf16 step"),
 }
 
@@ -110,6 +115,35 @@ def checkpointed(side: Submission | InJudge) -> tuple:
     return output.read(), requires, drive.missing_gradients(side, held, after=output) if requires is True else None
 
 
+def keeps_block_inputs_only(side: Submission | InJudge) -> bool | str:
+    """Whether ``checkpointed(enabled=True)`` keeps for backward at most about one block input per block (the
+    bound of ``test_checkpointed_keeps_only_block_inputs``): for the student, how much its worker's memory
+    grows while the output is built, read from outside as that test reads it (``UNMEASURED`` where a plain
+    forward does not show, or where the submission runs in the judge's own process: nothing is outside it);
+    for a variant, the bytes saved for backward, counted in the judge."""
+    if isinstance(side, Submission) and isinstance(side.backend, InProcess):
+        return UNMEASURED
+    depth, width, rows = MEMORY
+    state = blocks_state(0, depth, width)
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
+    plain = plain_saved_bytes(drive.block(width), depth, state, x)
+    bound = depth * x.numel() * x.element_size() + plain // depth
+    held, blocks = drive.blocks(side, drive.block(width), depth, state)
+    try:
+        if isinstance(side, InJudge):
+            kept = saved_bytes(held.obj, lambda: side.new("amp.checkpointed", held, x, enabled=True).obj)
+        else:
+            x_held = side.lib("torch.clone", x)
+            calibration, _ = drive.grown_by(side, lambda: drive.plain_forward(side, blocks, x_held), keep=False)
+            if calibration < 0.8 * plain:
+                return UNMEASURED
+            kept, _ = drive.grown_by(side, lambda: side.new("amp.checkpointed", held, x_held, enabled=True),
+                                     warm_up=True, keep=False)
+    except StudentError:
+        return "raised"
+    return kept <= bound
+
+
 def signature(side: Submission | InJudge) -> Signature:
     """The probe: what the implementation on ``side`` does, each observation made by the judge (torch on one
     thread on each side, so that both reduce in the same order)."""
@@ -137,6 +171,7 @@ def _observed(side: Submission | InJudge) -> Signature:
                                   for trainer, _, outcome in drive.refused(side, state, x, y))
     seen["train"] = trained(side, state, x, y)
     seen["checkpointed"] = checkpointed(side)
+    seen["keeps block inputs only"] = keeps_block_inputs_only(side)
     return seen
 
 

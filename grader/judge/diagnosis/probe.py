@@ -19,6 +19,7 @@ from ..drivers.same import same
 from ..handle import OutOfTime, Submission
 
 Signature = dict[str, Any]  # observation -> what was observed
+UNMEASURED = "unmeasured"  # an observation the judge could not make of this side: evidence of nothing
 
 
 def outcome(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -35,9 +36,16 @@ def raised(value: Any) -> str:
 
 
 def alike(a: Any, b: Any) -> bool:
-    """Two observations (or signatures) are the same behaviour: ``same`` with floats and tensors close
-    (a mistake written another way may round differently)."""
-    return same(a, b, close=True)
+    """Two observations (or signatures, observation by observation) are the same behaviour: ``same`` with
+    floats and tensors close (a mistake written another way may round differently); an observation
+    ``UNMEASURED`` on either side is alike to anything."""
+    if type(a) is dict and type(b) is dict and a.keys() == b.keys():
+        return all(alike(a[key], b[key]) for key in a)
+    return _unmeasured(a) or _unmeasured(b) or same(a, b, close=True)
+
+
+def _unmeasured(value: Any) -> bool:
+    return type(value) is str and value == UNMEASURED
 
 
 def bears_on(test: str, observed: Signature, reference: Signature, observed_by: dict[str, tuple[str, ...]]) -> bool:

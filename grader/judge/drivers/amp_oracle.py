@@ -165,7 +165,21 @@ def plain_saved_bytes(recipe: drive.Recipe, depth: int, state: dict[str, torch.T
     """Bytes a plain forward over ``depth`` blocks of ``recipe`` holding ``state`` keeps for
     backward (each storage once, parameters excluded)."""
     blocks = drive.blocks(JUDGE, recipe, depth, state)[0].obj
-    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+
+    def forward() -> torch.Tensor:
+        out = x
+        for block in blocks:
+            out = block(out)
+        return out
+
+    return saved_bytes(blocks, forward)
+
+
+def saved_bytes(module: torch.nn.Module, forward) -> int:
+    """Bytes that ``forward()`` (a forward through ``module``, in this process) hands autograd to keep for
+    backward, as saved_tensors_hooks see them (each storage once, ``module``'s parameters excluded; what a
+    non-reentrant checkpoint keeps to itself is not seen: it recomputes it). The output's backward runs."""
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     kept: dict[int, int] = {}
 
     def pack(tensor):
@@ -174,10 +188,9 @@ def plain_saved_bytes(recipe: drive.Recipe, depth: int, state: dict[str, torch.T
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        out = x
-        for block in blocks:
-            out = block(out)
-    out.square().mean().backward()
+        out = forward()
+    if out.requires_grad:
+        out.square().mean().backward()
     return sum(kept.values())
 
 

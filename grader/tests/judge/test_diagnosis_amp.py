@@ -47,6 +47,20 @@ def test_the_student_is_probed_in_a_sandboxed_worker(diagnoser, tmp_path):
         sub.close()
 
 
+def test_checkpointing_skipped_is_named_by_the_memory_it_keeps(diagnoser, tmp_path):
+    """Blocks run plainly under enabled=True give the right values and gradients: only the memory kept for
+    backward, measured from outside the sandboxed worker as the hidden test measures it, tells the mistake
+    (written by a student-like author who never read the catalog: fixtures/blind_mistakes)."""
+    package = probes.staged(tmp_path, "amp", FIXTURES / "blind_mistakes" / "p8_amp_checkpoint_ignored.py")
+    sub = session.Submission(Worker(package, Limits()), package)
+    try:
+        assert probes.named(diagnoser, "P8", sub, "test_checkpointed_keeps_only_block_inputs") == [
+            "p8-checkpoint-ignored"]
+        assert probes.named(diagnoser, "P8", sub, "test_fp32_step_matches_a_manual_step") == []
+    finally:
+        sub.close()
+
+
 def test_a_mistake_is_named_only_on_the_tests_its_behaviour_bears_on(diagnoser, tmp_path):
     """A loss computed outside autocast shows only in a loss that is a matmul: a failed clipping test
     (another, unprobed mistake of the same code) is not blamed on it."""
