@@ -110,8 +110,8 @@ def main() -> None:
         for key, count in tally[problem].items():
             overall[key] += count
     for problem, n in [*((p, tally[p]) for p in options.problems), *([("all", overall)] if len(options.problems) > 1 else [])]:
-        total = sum(n[k] for k in ("own", "wrong", "nothing", "not caught")) or 1
-        share = {k: f"{100 * n[k] / total:.0f}%" for k in ("own", "wrong", "nothing", "not caught")}
+        total = sum(n[k] for k in ("own", "wrong", "nothing", "not caught"))
+        share = {k: f"{100 * n[k] / total:.0f}%" if total else "-" for k in ("own", "wrong", "nothing", "not caught")}
         print(f"| {problem} | {total} | {share['own']} | {share['wrong']} | {share['nothing']} | {share['not caught']} "
               f"| {n['correct named']} of {n['correct']} |")
 
