@@ -308,8 +308,8 @@ def test_step_returns_the_closure_loss(optim, name):
                    "step calls the closure (with gradients enabled) and returns what it returned")
         check_true(returned[-1].requires_grad, f"{attr}.step(closure)", "a loss that needs no grad",
                    "the closure runs with gradients enabled", f"optim.{attr}",
-                   hint="a common cause: step runs under torch.no_grad(); call the closure inside "
-                        "`with torch.enable_grad():`")
+                   hint="the closure ran with gradients disabled: step runs under torch.no_grad(); call the "
+                        "closure inside `with torch.enable_grad():`")
     check_true(call(optimizer.step) is None, f"{attr}.step()", "a value", "None without a closure", f"optim.{attr}")
 
 

@@ -30,13 +30,14 @@ def mutant(mutant_id: str) -> Mutant:
 
 @pytest.mark.parametrize("mutant_id, selection, shown", [
     ("p5-sgd-weight-decay-after-momentum", "test_sgd_matches_torch and weight_decay", "weight decay added after the momentum"),
-    ("p5-sgd-damped-first-momentum", "test_sgd_matches_torch and momentum", "the first momentum buffer is g itself"),
+    ("p5-sgd-damped-first-momentum", "test_sgd_matches_torch and momentum", "the first momentum buffer is (1 - momentum) * g"),
     ("p5-sgd-closure-without-grad", "test_step_returns_the_closure_loss", "torch.enable_grad()"),
 ])
 def test_an_optimizer_mistake_is_located_and_hinted(tmp_path, mutant_id, selection, shown):
     run = run_public(materialize(mutant(mutant_id), tmp_path), "tests/test_p5_optim.py", "-k", selection)
     assert run.returncode == 1, run.stdout[-3000:]
-    assert f"hint:     a common cause" in run.stdout and shown in run.stdout, run.stdout[-3000:]
+    hints = [line for line in run.stdout.splitlines() if line.startswith("hint:     ")]
+    assert any(shown in hint for hint in hints), run.stdout[-3000:]
     assert "During handling" not in run.stdout, run.stdout[-3000:]
     returned = [line for line in run.stdout.splitlines() if line.startswith("returned: ")]
     assert returned and not any('"' in line or "'" in line for line in returned), returned
