@@ -32,10 +32,10 @@ from pathlib import Path
 
 from grader.classroom import batch
 from grader.bench.cputime import TreeCPU
-from grader.grading.grade import JUDGE_PLUGINS, hidden_suites, judge_environment
+from grader.grading.grade import hidden_suites, judge_command, judge_environment
 from grader.grading.submission import stage
 from grader.options import GradingOptions
-from grader.paths import HIDDEN, KIT_ROOT
+from grader.paths import KIT_ROOT
 
 
 def make_class(source: Path, copies: int, dest: Path) -> Path:
@@ -75,11 +75,8 @@ def gpu_pass_floor(tree: TreeCPU, submission: Path, scratch: Path) -> Run:
     """One judge session over every hidden suite with only the GPU tests selected (``-m gpu``), on a
     machine where none of them can run: what a GPU pass spends before its first GPU test."""
     package = stage(submission, scratch / "staged")
-    plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
-    command = [sys.executable, "-m", "pytest", *map(str, hidden_suites()), *plugins, "-q", "-m", "gpu",
-               "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(HIDDEN),
-               "--submission", str(package), "--outcomes", str(scratch / "outcomes.json"),
-               *GradingOptions(gpu="off").judge_argv(600.0)]
+    command = judge_command(hidden_suites(), package, scratch / "outcomes.json", GradingOptions(gpu="off"),
+                            600.0) + ["-m", "gpu"]
     started, cpu = time.perf_counter(), tree.used()
     tree.popen(command, cwd=scratch, env=judge_environment(), stdout=subprocess.DEVNULL,
                stderr=subprocess.DEVNULL).wait()

@@ -73,13 +73,20 @@ class _Run:
 
     def command(self, files: list[Path], package: Path, outcomes: Path) -> list[str]:
         budget = _judge_budget(self.deadline - time.monotonic(), self.options.call_seconds)
-        plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
-        command = [sys.executable, "-m", "pytest", *map(str, files), *plugins, "-q", "--assert=plain",
-                   "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
-                   "--submission", str(package), "--outcomes", str(outcomes), *self.options.judge_argv(budget)]
-        for path in self.masks:
-            command += ["--mask", str(path)]
-        return command
+        return judge_command(files, package, outcomes, self.options, budget, self.masks)
+
+
+def judge_command(files: list[Path], package: Path, outcomes: Path, options: GradingOptions, budget_seconds: float,
+                  masks: tuple[Path, ...] = ()) -> list[str]:
+    """The command line of one judge session: pytest over ``files`` with the kit's plugin, grading the staged
+    ``package`` with ``options`` in ``budget_seconds`` of its own, its report written to ``outcomes``."""
+    plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
+    command = [sys.executable, "-m", "pytest", *map(str, files), *plugins, "-q", "--assert=plain",
+               "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
+               "--submission", str(package), "--outcomes", str(outcomes), *options.judge_argv(budget_seconds)]
+    for path in masks:
+        command += ["--mask", str(path)]
+    return command
 
 
 def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
