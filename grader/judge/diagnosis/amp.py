@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 from ..drivers import amp as drive
-from ..drivers.amp_oracle import (batch, blocks_state, max_param_diff, model_state, oracle_norm, plain_saved_bytes,
-                                  saved_bytes, visible_case)
+from ..drivers.amp_oracle import (MEASURABLE, batch, blocks_state, checkpoint_memory, max_param_diff, model_state,
+                                  oracle_norm, saved_bytes, visible_case)
 from ..drivers.local import JUDGE, Local, one_thread, unwrap
 from ..handle import StudentError, Submission
 from ..inprocess import InProcess
@@ -39,7 +39,6 @@ SCALER = {"init_scale": 1024.0}
 FP16_SCALER = {"init_scale": 256.0}
 CLIP_FRACTION = 0.5  # max_grad_norm as a fraction of the gradient norm: clipping changes the step
 STEP_COUNTS = (2, 2.0, 0, -1, 2.5)  # train's steps: whole counts, none, and two it must refuse
-MEMORY = (6, 16, 32768)  # depth, width and rows of the hidden test's measurement of what checkpointing keeps
 # The observations that bear on each hidden P8 test (grader/judge/hidden/test_p8_amp.py): a variant is
 # named on a failed test only when it differs from the reference in one of them.
 OBSERVED_BY = {
@@ -123,25 +122,21 @@ def keeps_block_inputs_only(side: Submission | InJudge) -> bool | str:
     for a variant, the bytes saved for backward, counted in the judge."""
     if isinstance(side, Submission) and isinstance(side.backend, InProcess):
         return UNMEASURED
-    depth, width, rows = MEMORY
-    state = blocks_state(0, depth, width)
-    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
-    plain = plain_saved_bytes(drive.block(width), depth, state, x)
-    bound = depth * x.numel() * x.element_size() + plain // depth
-    held, blocks = drive.blocks(side, drive.block(width), depth, state)
+    case = checkpoint_memory()
+    held, blocks = drive.blocks(side, drive.block(case.width), case.depth, case.state)
     try:
         if isinstance(side, InJudge):
-            kept = saved_bytes(held.obj, lambda: side.new("amp.checkpointed", held, x, enabled=True).obj)
+            kept = saved_bytes(held.obj, lambda: side.new("amp.checkpointed", held, case.x, enabled=True).obj)
         else:
-            x_held = side.lib("torch.clone", x)
+            x_held = side.lib("torch.clone", case.x)
             calibration, _ = drive.grown_by(side, lambda: drive.plain_forward(side, blocks, x_held), keep=False)
-            if calibration < 0.8 * plain:
+            if calibration < MEASURABLE * case.plain:
                 return UNMEASURED
             kept, _ = drive.grown_by(side, lambda: side.new("amp.checkpointed", held, x_held, enabled=True),
                                      warm_up=True, keep=False)
     except StudentError:
         return "raised"
-    return kept <= bound
+    return kept <= case.bound
 
 
 def signature(side: Submission | InJudge) -> Signature:

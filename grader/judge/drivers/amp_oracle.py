@@ -10,8 +10,10 @@ judge process; and the inputs the suite draws. Nothing here reaches the worker.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -173,6 +175,34 @@ def plain_saved_bytes(recipe: drive.Recipe, depth: int, state: dict[str, torch.T
         return out
 
     return saved_bytes(blocks, forward)
+
+
+@dataclass(frozen=True)
+class CheckpointMemory:
+    """The CPU measurement of what ``checkpointed`` keeps for backward (the hidden suite's, and P8's probe's):
+    ``depth`` blocks of ``width`` holding ``state``, the input ``x``, what a plain forward keeps (``plain``,
+    counted here) and the bound a checkpointed forward must stay under: one block input per block, plus slack
+    for one block run plainly (checkpoint_sequential leaves its last segment un-checkpointed)."""
+
+    depth: int
+    width: int
+    state: dict[str, torch.Tensor]
+    x: torch.Tensor
+    plain: int
+    block_input: int
+    bound: int
+
+
+MEASURABLE = 0.8  # a plain forward the judge drives must show this share of what it keeps, or memory is unmeasurable
+
+
+@functools.cache
+def checkpoint_memory(depth: int = 6, width: int = 16, rows: int = 32768) -> CheckpointMemory:
+    state = blocks_state(0, depth, width)
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
+    plain = plain_saved_bytes(drive.block(width), depth, state, x)
+    block_input = x.numel() * x.element_size()
+    return CheckpointMemory(depth, width, state, x, plain, block_input, depth * block_input + plain // depth)
 
 
 def saved_bytes(module: torch.nn.Module, forward) -> int:
