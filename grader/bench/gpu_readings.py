@@ -70,8 +70,8 @@ def _pinned_flags(pid: int) -> list[str]:
     """The size and VmFlags of each shared /dev/zero mapping of ``pid`` (where CUDA maps pinned memory)."""
     found, current = [], None
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        fields = line.split()
-        if "-" in fields[0] and len(fields) >= 5 and ":" not in fields[0]:
+        fields = line.split(maxsplit=5)
+        if fields and "-" in fields[0] and ":" not in fields[0]:
             current = line if len(fields) == 6 and fields[1].endswith("s") and fields[5].startswith("/dev/zero") else None
         elif current and fields[0] == "VmFlags:":
             found.append(f"{current.split()[0]} {' '.join(fields[1:])}")
