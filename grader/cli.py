@@ -182,6 +182,12 @@ def _call_within_budget(args: argparse.Namespace) -> None:
         raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
 
 
+def _acceptance_out(args: argparse.Namespace) -> None:
+    """``selfcheck --out`` keeps the GPU acceptance's gradings: it goes with ``--gpu``."""
+    if args.command == "selfcheck" and args.out is not None and not args.gpu:
+        raise UsageError("grader selfcheck: --out keeps the GPU acceptance's table and gradings: use it with --gpu")
+
+
 def _isolation_available(args: argparse.Namespace) -> None:
     """``--isolation require-strong`` on a host that cannot give it is refused before grading."""
     if getattr(args, "isolation", "auto") != "require-strong":
@@ -194,7 +200,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
                          f"it lacks {'; '.join(level.lacks)}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _isolation_available]  # across options
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _acceptance_out, _isolation_available]  # across options
 COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _show, _gradescope_bundle, _mutate]
 
 
