@@ -5,7 +5,7 @@ GPU test run), the stubs (0), and each GPU-only curated mutant (``gpu = true`` i
 ``grader/selfproof/mutants/``) on its own problem (each must lose points there). It prints one table: the
 versions of torch, its CUDA and the driver, the device, then every GPU test with its outcome and
 time, then the verdicts. Without CUDA it refuses at once (exit 2) and says why; the grading
-process itself never imports torch (a probe subprocess asks for the versions).
+process itself never imports torch (a subprocess asks torch for the versions).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..grading.grade import grade
 from ..paths import ASSIGNMENT, SOLUTIONS
 from ..grading.results import GradingResult, write_json_atomic
 
-PROBE = """import json, torch
+VERSIONS = """import json, torch
 cuda = torch.cuda.is_available()
 print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda or "none (a CPU build)", "available": cuda,
                   "device": torch.cuda.get_device_name(0) if cuda else "none",
@@ -42,9 +42,9 @@ class Verdict:
     seen: str
 
 
-def probe(python: str = sys.executable) -> dict:
+def versions(python: str = sys.executable) -> dict:
     """torch's version, its CUDA, the device and the NVIDIA driver, asked of a fresh interpreter."""
-    done = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"could not import torch: {done.stderr.strip()[-300:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -114,7 +114,7 @@ def main(*, jobs: int = 2, out: Path | None = None) -> int:
     ``out``, the reference's and the stubs' results.json are kept there (``solutions.json``,
     ``assignment.json``) beside the table (``acceptance.txt``)."""
     console = Console()
-    found = probe()
+    found = versions()
     why = refusal(found)
     if why:
         console.print(f"[red]grader selfcheck --gpu[/]: {why}")

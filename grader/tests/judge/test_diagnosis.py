@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.judge import diagnosis, handle as session
+from grader.judge import diagnosis, handle
 from grader.selfproof import mutants
 from grader import wire
 from grader.judge.inprocess import InProcess
@@ -37,9 +37,9 @@ def test_answers_are_the_same_behaviour_by_type_value_and_nan(a, b, equal):
     assert same(a, b, close=True) is equal and same(b, a, close=True) is equal
 
 
-def recorded(package: Path, *calls: tuple) -> session.Recording:
+def recorded(package: Path, *calls: tuple) -> handle.Recording:
     """The recording of ``calls`` made on ``package`` in process, as the judge records a test."""
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     for target, *args in calls:
         sub.outcome(target, *args)
     return sub.recording
@@ -76,10 +76,10 @@ OPTIMIZERS = {"AdaGrad": dict(lr=0.1, eps=0.1, initial_accumulator_value=0.5, we
               "SGD": dict(lr=0.05, momentum=0.9, weight_decay=0.01)}
 
 
-def driven(package: Path, kind: str) -> session.Recording:
+def driven(package: Path, kind: str) -> handle.Recording:
     """The recording of a P5 trajectory test on ``package`` in process: the optimizer built and stepped by
     handle under the delegation tripwires, as the hidden suite drives it."""
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     with sub.forbidding(drive.DELEGATION, drive.DELEGATION_RULE):
         drive.run(drive.WorkerSide(sub), kind, drive.Scenario(shapes=[(3,), (2, 2)], hyper=OPTIMIZERS[kind], steps=8))
     return sub.recording
@@ -107,16 +107,16 @@ def test_a_recording_that_cannot_be_replayed_names_nothing(diagnoser, tmp_path):
     recording = recorded(package, *CALLS["P4"])
     recording.block("the source text")
     assert diagnoser.diagnose("P4", recording, 60) == []
-    assert diagnoser.diagnose("P4", session.Recording(), 60) == []
+    assert diagnoser.diagnose("P4", handle.Recording(), 60) == []
     assert diagnoser.diagnose("P4", recorded(package, *CALLS["P4"]), 0) == []  # no time: nothing known
 
 
 def test_handles_made_during_the_test_are_renumbered_and_earlier_ones_stop_the_replay(diagnoser, tmp_path):
     package = mutants.materialize(mutant("p1-subnormal-exponent-off-by-one"), tmp_path / "mutant")
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     sub.lib("builtins.list", [1])  # a handle made before the test: the worker's numbers go on from it
     earlier = sub.lib("builtins.list", [2])
-    sub.recording = session.Recording()
+    sub.recording = handle.Recording()
     values = sub.lib("builtins.map", sub.named("memory.decode_float"), [1, 0x8000], [torch.float16] * 2)
     assert sub.lib("builtins.list", values).read() == [2.0**-25, -0.0]
     assert [m.id for m in diagnoser.diagnose("P1", sub.recording, 60)] == ["p1-subnormal-exponent-off-by-one"]
@@ -158,6 +158,6 @@ def test_an_object_answered_by_value_is_known_by_its_class_whatever_the_package(
     package = stage(mutants.SOLUTIONS, tmp_path / "student")
     written = Path(__file__).parents[1] / "fixtures" / "blind_mistakes" / "p5_optim_adagrad_eps_unchecked.py"
     (package / "optim.py").write_text((package / "optim.py").read_text() + "\n\n" + written.read_text())
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     assert isinstance(sub.outcome("optim.AdaGrad", [torch.zeros(2)], eps=-1.0), wire.Opaque)
     assert [m.id for m in diagnoser.diagnose("P5", sub.recording, 60)] == ["p5-adagrad-no-eps-validation"]

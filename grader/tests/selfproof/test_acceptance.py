@@ -51,7 +51,7 @@ def test_each_failure_is_named(broken, named):
 def test_without_cuda_it_refuses_at_once_and_says_why():
     done = subprocess.run([sys.executable, "-m", "grader", "selfcheck", "--gpu"], capture_output=True, text=True,
                           timeout=300)
-    if acceptance.probe()["available"]:
+    if acceptance.versions()["available"]:
         pytest.skip("a CUDA device is present: the acceptance itself runs (and is long)")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no CUDA device" in done.stdout and "GPU runner" in done.stdout, done.stdout
