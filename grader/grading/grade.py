@@ -28,7 +28,7 @@ from ..paths import HIDDEN, kit_pythonpath
 from ..problems import PROBLEMS
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
-from .submission import SubmissionError, stage
+from ..submission import SubmissionError, stage
 
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..selfproof import mutants
+from .. import mistakes
 from .stubs import BEGIN, END, expected_stubs, find_regions, stale_stubs
 from ._context import ReleaseContext, ReleaseError
 
@@ -38,7 +38,7 @@ def secret_lines(kit: Path) -> set[str]:
                    "grader/tests/fixtures/blind_mistakes"):
         for path in sorted((kit / folder).rglob("*.py")):
             secrets |= _distinctive(path.read_text().splitlines())
-    for mutant in mutants.load():  # the mistaken variants diagnosis compares students with
+    for mutant in mistakes.load():  # the mistaken variants diagnosis compares students with
         secrets |= _distinctive(mutant.replace.splitlines())
     public = set(PUBLIC_IDIOMS)
     for text in [path.read_text() for path in sorted((kit / "tests").rglob("*.py"))] \

@@ -1,4 +1,4 @@
-"""The reviewed list of equivalent mutants (``grader/selfproof/mutants/equivalent.toml``).
+"""The reviewed list of equivalent mutants (``grader/mistakes/equivalent.toml``).
 
 Each ``[[equivalent]]`` names a mutant by ``module``, ``operator`` (the engine's name,
 e.g. ``core/NumberReplacer``), ``line`` (the mutated line's text, stripped), optional

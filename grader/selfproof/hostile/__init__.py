@@ -39,7 +39,7 @@ from ...catalog import CatalogError, read_toml
 from ...paths import ASSIGNMENT as STUBS
 from ...paths import SOLUTIONS
 from ...problems import PROBLEMS
-from ...grading.submission import stage
+from ...submission import stage
 
 CATALOG = Path(__file__).parent / "attacks.toml"
 FILES = Path(__file__).parent / "files"

@@ -25,14 +25,14 @@ ARROWS: dict[str, set[str]] = {
     "confined": {"core.wire"},  # inside the sandbox: the wire format and its own modules, nothing else
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     "containment": {"core.wire", "core.backend", "core.options", "core.paths", "confined.config"},
-    # The diagnosis replays the curated mutants (the catalog of known mistakes), staged as submissions are.
-    "judge": {"core", "containment", "selfproof.mutants", "grading.submission"},
+    "mistakes": {"core"},  # the catalog of known mistakes: a fact of the problem set, like problems.py
+    "judge": {"core", "containment", "mistakes"},  # the diagnosis replays the known mistakes
     "grading": {"core"},  # the judge runs as its own process (pytest -p grader.judge.plugin): never imported
     "classroom": {"core", "grading"},
-    "selfproof": {"core", "grading", "classroom", "containment", "release"},  # the release is part of the proof
-    "release": {"core", "selfproof.mutants"},  # the leak check refuses the text of the reference's mutants
+    "selfproof": {"core", "mistakes", "grading", "classroom", "containment", "release"},  # the release is part of the proof
+    "release": {"core", "mistakes"},  # the leak check refuses the text of the known mistakes
     "core": {"core.wire", "core.backend", "core.record", "core.options", "core.paths", "core.problems",
-             "core.arguments", "core.catalog", "grading.results"},  # a refused command still leaves a results.json
+             "core.arguments", "core.catalog", "core.submission", "grading.results"},  # a refused command still leaves a results.json
 }
 # The command line is the entry: it reaches every zone's ``main`` (by name) and asks containment about the host.
 ENTRY = GRADER / "cli.py"

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.grading.submission import stage
+from grader.submission import stage
 from grader.judge import diagnosis, handle
 from grader.judge.inprocess import InProcess
 from grader.paths import KIT_ROOT
-from grader.selfproof import mutants
+from grader import mistakes
 
 FIXTURES = KIT_ROOT / "grader" / "tests" / "fixtures"
 
 
 def staged(folder: Path, module: str, *appended: Path) -> Path:
     """The reference staged in ``folder`` with each of ``appended`` added to its ``module``.py."""
-    package = stage(mutants.SOLUTIONS, folder)
+    package = stage(mistakes.SOLUTIONS, folder)
     target = package / f"{module}.py"
     target.write_text("\n\n".join([target.read_text(), *(path.read_text() for path in appended)]))
     return package

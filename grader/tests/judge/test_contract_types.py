@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.submission import stage
+from grader.submission import stage
 
 KIT = Path(__file__).resolve().parents[3]
 

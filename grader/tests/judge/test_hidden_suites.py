@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.selfproof import mutants
+from grader import mistakes
 from grader.problems import PROBLEMS
 from grader.selfproof.selfcheck import independence_violations
 
@@ -45,7 +45,7 @@ def test_problems_are_independent():
 
 
 def test_mutant_catalog_applies_cleanly_and_covers_every_problem():
-    catalog = mutants.load()
+    catalog = mistakes.load()
     per_problem = Counter(m.problem for m in catalog)
     assert len(catalog) >= 40 and all(per_problem[key] >= 4 for key in PROBLEMS), dict(per_problem)
     for mutant in catalog:

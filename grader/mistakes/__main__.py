@@ -1,4 +1,4 @@
-"""Quick kill check while writing a suite: ``python -m grader.selfproof.mutants P1 [P2 ...]``.
+"""Quick kill check while writing a suite: ``python -m grader.mistakes P1 [P2 ...]``.
 
 Runs each mutant of the named problems against that problem's hidden suite in-process
 (fast, unsafe, for development); ``grader selfcheck`` is the real, sandboxed proof.
@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ...paths import HIDDEN
+from ..paths import HIDDEN
 from . import load, materialize
 
 

@@ -16,7 +16,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from ..problems import MODULES
+from .problems import MODULES
 
 MAX_FILES = 200
 MAX_BYTES = 20 << 20
