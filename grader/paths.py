@@ -8,7 +8,6 @@ from pathlib import Path
 GRADER = Path(__file__).resolve().parent
 KIT_ROOT = GRADER.parent
 HIDDEN = GRADER / "judge" / "hidden"
-MUTANTS = GRADER / "selfproof" / "mutants"
 SOLUTIONS = KIT_ROOT / "solutions"
 ASSIGNMENT = KIT_ROOT / "assignment"
 
