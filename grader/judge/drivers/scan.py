@@ -11,7 +11,8 @@ Everything here reads the judge's own copy of the submitted files; nothing runs 
   ``gc``, ``inspect``, ``ctypes``, frames and closures, ``getattr`` on a module with a name the
   scan cannot compute...). A reader of the source cannot tell what such code reaches.
 - ``package``: a module of the submission and every module of the package it imports,
-  transitively (``__init__.py`` included: importing any module of the package runs it).
+  transitively (``__init__.py`` included: importing any module of the package runs it; or only
+  where the module takes names from the package itself).
 """
 
 from __future__ import annotations
@@ -265,15 +266,19 @@ def _parse(folder: Path, name: str) -> Source | Finding:
         return Finding(path.name, getattr(exc, "lineno", 0) or 0, f"does not parse ({exc})")
 
 
-def package(folder: Path, entry: str) -> tuple[list[Source], list[Finding]]:
+def package(folder: Path, entry: str, init: bool = True) -> tuple[list[Source], list[Finding]]:
     """``entry``'s module of the submission in ``folder``, ``__init__``, and every module of the package
     they import, transitively; with findings for files that do not parse and for imports of package
-    modules that are not files of the submission (written at run time, perhaps)."""
+    modules that are not files of the submission (written at run time, perhaps).
+
+    ``init``: ``__init__`` is read as what importing any module of the package runs (P5: all that runs in
+    its worker); else only where a module takes names from the package itself (P3: what the entry's
+    functions reach)."""
     present = {path.stem for path in folder.glob("*.py")}
     parsed = {name: _parse(folder, name) for name in present}
-    init = parsed.get("__init__")
-    bound = _top_level_names(init.tree) if isinstance(init, Source) else set()
-    todo, seen, sources, problems = [entry, "__init__"], set(), [], []
+    init_source = parsed.get("__init__")
+    bound = _top_level_names(init_source.tree) if isinstance(init_source, Source) else set()
+    todo, seen, sources, problems = [entry, "__init__"] if init else [entry], set(), [], []
     while todo:
         name = todo.pop(0)
         if name in seen or name not in present:
@@ -298,7 +303,7 @@ def package(folder: Path, entry: str) -> tuple[list[Source], list[Finding]]:
                     missing.append(member)
                 problems += [source.finding(node, f"imports {PACKAGE}.{m}, which is not a file of the submission")
                              for m in missing]
-                todo += own
+                todo += own if init or own == ["__init__"] else [m for m in own if m != "__init__"]
     return sources, problems
 
 
