@@ -22,14 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "assignment"  # the name the worker imports the submitted folder as
-DYNAMIC_WAYS = ("importlib, __import__, sys.modules, eval/exec/compile, gc, inspect, ctypes, pickle, frames, "
+DYNAMIC_WAYS = ("importlib, __import__, sys.modules, eval/exec/compile, gc, inspect, ctypes, pickle, "
+                "torch.load(weights_only=False), pydoc.locate, profilers and debuggers that run text, frames, "
                 "closures, getattr on a module with a computed name...")
 DYNAMIC_RULE = (f"code graded on its source may not reach modules or objects dynamically ({DYNAMIC_WAYS}): "
                 "the grader could not tell what it reaches (see the handout, 'Rules that hold for every problem')")
 # Modules whose only use here would be reaching code by name, by address or by unpickling.
 DYNAMIC_MODULES = frozenset({"importlib", "imp", "gc", "inspect", "ctypes", "_ctypes", "runpy", "pkgutil",
                              "zipimport", "builtins", "code", "codeop", "pickle", "_pickle", "marshal", "copyreg",
-                             "dill", "cloudpickle"})
+                             "dill", "cloudpickle",
+                             # resolvers by string, and runners of text (``locate``, ``runctx``, ``exec`` of docs)
+                             "pydoc", "trace", "cProfile", "profile", "pdb", "bdb", "timeit", "doctest"})
 # Those names as plain names too (``importlib.reload(m)``); ``code`` and ``imp`` are common variable names.
 _DYNAMIC_MODULE_NAMES = DYNAMIC_MODULES - {"code", "codeop", "imp"}
 DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "locals", "vars", "__builtins__",
@@ -38,7 +41,8 @@ DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "
 DYNAMIC_ATTRIBUTES = frozenset({"_getframe", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame",
                                 "cr_frame", "ag_frame", "__closure__", "cell_contents", "__globals__", "__builtins__",
                                 "__subclasses__", "__getattribute__", "__import__", "__loader__", "__reduce__",
-                                "__reduce_ex__", "attrgetter", "methodcaller"})
+                                "__reduce_ex__", "attrgetter", "methodcaller", "_import_dotted_name", "runctx",
+                                "runcall"})
 _GETTERS = ("getattr", "hasattr")
 _TEXT_METHODS = {"upper", "lower", "strip", "title", "capitalize", "casefold"}
 
@@ -226,7 +230,8 @@ def dynamic(source: Source) -> list[Finding]:
                       if a.name.split(".")[0] in DYNAMIC_MODULES]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             if node.module.split(".")[0] in DYNAMIC_MODULES or (node.module == "sys" and any(
-                    a.name in ("modules", "_getframe") for a in node.names)):
+                    a.name in ("modules", "_getframe") for a in node.names)) or any(
+                    a.name in DYNAMIC_ATTRIBUTES for a in node.names):
                 found.append(source.finding(node, f"from {node.module} import ..."))
         elif isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES | _DYNAMIC_MODULE_NAMES:
             found.append(source.finding(node, node.id))
@@ -237,6 +242,9 @@ def dynamic(source: Source) -> list[Finding]:
             found.append(source.finding(node, f".{node.attr}"))
         elif isinstance(node, ast.Attribute) and node.attr == "__dict__" and _root(node.value) not in plain:
             found.append(source.finding(node, f"{ast.unparse(node)} (a module's namespace)"))
+        elif isinstance(node, ast.Call) and any(k.arg == "weights_only" and not (
+                isinstance(k.value, ast.Constant) and k.value.value is True) for k in node.keywords):
+            found.append(source.finding(node, f"{ast.unparse(node)[:80]} (unpickles any class it names)"))
         elif isinstance(node, ast.Call) and _callee(node) in _GETTERS and len(node.args) >= 2 \
                 and source.fold(node.args[1]) is None and _root(node.args[0]) not in plain:
             found.append(source.finding(node, f"{ast.unparse(node)[:80]} (a name the grader cannot compute)"))
