@@ -92,7 +92,9 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--gpu", action="store_true",
                         help="accept a GPU runner instead: reference 100 with every GPU test run, stubs 0, GPU-only "
                              "mutants killed, versions and GPU test times in one table (refuses without CUDA)")
-    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs) if a.gpu else
+    parser.add_argument("--out", type=arguments.output_folder, default=None,
+                        help="with --gpu: keep the table and the reference's and stubs' results.json in this folder")
+    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs, out=a.out) if a.gpu else
                       importlib.import_module("grader.selfproof.selfcheck").main(
                           jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections))
 
