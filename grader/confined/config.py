@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field, fields
 class Withheld:
     """Library code one worker runs without (P5's: torch's optimizers), chosen by the judge.
 
-    ``covers``: files of the interpreter's tree -> the files bound read-only over them where the worker
-    has its own root (the stubs' text is all the worker can read there); ``kernels``: prefixes of aten
+    ``covers``: files of the interpreter's tree -> the text bound read-only over them where the worker
+    has its own root (all the worker can read of them there); ``kernels``: prefixes of aten
     operator names (``aten::_foreach_``) whose kernels raise ``rule`` in the worker, registered before
     the submission is imported."""
 
@@ -45,7 +45,7 @@ class WorkerConfig:
     syscall_filter: str | None  # the seccomp program to load, relative to the working folder (None: none or bubblewrap's)
     syscalls: str  # what the syscall filter does, for the isolation record
     syscall_numbers: dict[str, int]  # numbers of the calls the C library does not wrap, on this architecture
-    covers: dict[str, str] = field(default_factory=dict)  # Withheld.covers, staged: path -> file bound over it
+    covers: dict[str, str] = field(default_factory=dict)  # Withheld.covers, staged: path -> the file bound over it
     withheld_kernels: list[str] = field(default_factory=list)  # Withheld.kernels
     withheld_rule: str = ""  # Withheld.rule
 

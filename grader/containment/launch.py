@@ -79,18 +79,18 @@ def stage(package: Path, uid: int | None) -> Path:
 
 
 def stage_covers(base: Path, withheld: Withheld | None) -> dict[str, str]:
-    """The stubs of ``withheld.covers`` copied into ``base/covers`` (readable by the worker's uid): the
-    path each covers -> its staged copy."""
+    """The texts of ``withheld.covers`` written into ``base/covers`` (readable by the worker's uid): the
+    path each covers -> the file written for it."""
     if withheld is None or not withheld.covers:
         return {}
     folder = base / "covers"
     folder.mkdir(mode=0o755)
     staged = {}
-    for number, (path, stub) in enumerate(sorted(withheld.covers.items())):
-        copy = folder / f"{number}{Path(path).suffix}"
-        shutil.copyfile(stub, copy)
-        copy.chmod(0o644)
-        staged[path] = str(copy)
+    for number, (path, text) in enumerate(sorted(withheld.covers.items())):
+        written = folder / f"{number}{Path(path).suffix}"
+        written.write_text(text)
+        written.chmod(0o644)
+        staged[path] = str(written)
     return staged
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import functools
 import os
-import tempfile
 from pathlib import Path
 
 import torch
@@ -66,9 +65,6 @@ def _spellings(path: Path) -> set[str]:
 def withheld() -> Withheld:
     """What P5's worker runs without: each optimizer module covered by its stub, its compiled copies by
     an empty file, and the fused / foreach kernels."""
-    folder = Path(tempfile.mkdtemp(prefix="kit-p5-stubs-"))
-    empty = folder / "empty"
-    empty.write_bytes(b"")
     covers: dict[str, str] = {}
     for stem in sorted(OPTIMIZER_MODULES):
         source = _OPTIM / f"{stem}.py"
@@ -76,9 +72,7 @@ def withheld() -> Withheld:
             source = _OPTIM / stem / "__init__.py"
         if not source.is_file():
             continue
-        written = folder / f"{stem}.py"
-        written.write_text(stub(source.read_text(), f"torch.optim.{stem}"))
-        covers.update(dict.fromkeys(_spellings(source), str(written)))
+        covers.update(dict.fromkeys(_spellings(source), stub(source.read_text(), f"torch.optim.{stem}")))
         for compiled in source.parent.glob(f"__pycache__/{source.stem}.*.pyc"):
-            covers.update(dict.fromkeys(_spellings(compiled), str(empty)))
+            covers.update(dict.fromkeys(_spellings(compiled), ""))
     return Withheld(covers=covers, kernels=KERNELS, rule=RULE)
