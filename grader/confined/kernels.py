@@ -9,16 +9,17 @@ the operator reaches torch's kernel. Run before the submission is imported.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 _KEYS = ("CPU", "CUDA")
-_held: list = []  # the registrations live as long as the library object that made them
+_held: list = []  # the library objects: their registrations last as long as they do
 
 
 class Withheld(RuntimeError):
     """The worker's library lacks this operator while the problem is graded."""
 
 
-def withhold(prefixes: list[str], rule: str) -> int:
+def withhold(prefixes: Sequence[str], rule: str) -> int:
     """Make every aten operator named ``aten::<prefix>...`` raise ``Withheld(rule)``; how many there are."""
     if not prefixes:
         return 0

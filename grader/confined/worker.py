@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Sequence
 
 if __package__:
     from .. import wire
@@ -72,7 +72,7 @@ class PipeChannel:
 
 
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
-          withheld_kernels: list[str] = (), withheld_rule: str = "") -> None:
+          withheld_kernels: Sequence[str] = (), withheld_rule: str = "") -> None:
     """Withhold the listed operator kernels (``kernels.withhold``), report the isolation (before any
     student code runs), import the package, report readiness, then answer requests until the judge
     closes the pipe."""
