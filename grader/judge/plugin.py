@@ -156,7 +156,7 @@ class Recorder:
         self.submission = submission
         yield submission
         backend.close()
-        self.isolation = backend.isolation
+        self.isolation = {**submission.withheld_isolation, **backend.isolation}
         self.import_error = str(backend.import_error) if backend.import_error else ""
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
