@@ -92,7 +92,7 @@ def main() -> int:
     (package / "__init__.py").write_text("")
     (package / "tricks.py").write_text(BALLOON)
     modes = {"bubblewrap": {}, "hand-written namespaces": {"bubblewrap": False}, "no namespaces": {"namespaces": False}}
-    if bubblewrap.usable():
+    if bubblewrap.why_not_usable():
         del modes["bubblewrap"]
     real_create = cgroups.create
     print(f"cap {args.cap_mb} MiB, {args.gib} GiB written; host memory in use rose by (peak - before):")

@@ -55,7 +55,7 @@ def _disables_userns(bwrap: str) -> bool:
 
 
 @functools.cache
-def usable() -> str:
+def why_not_usable() -> str:
     """Empty when bubblewrap runs here; otherwise why not."""
     bwrap = executable()
     if bwrap is None:

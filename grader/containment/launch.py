@@ -54,7 +54,7 @@ def syscall_filter() -> bytes | None:
     return syscalls.deny_filter()
 
 
-def stage(package: Path, uid: int | None) -> Path:
+def worker_folders(package: Path, uid: int | None) -> Path:
     """``base/work`` (the package and the worker files: copied into the worker's /tmp/work),
     ``base/root`` (where confine.py mounts the worker's root) and ``base/covers`` (``stage_covers``)."""
     base = Path(tempfile.mkdtemp(prefix="kit-worker-"))
@@ -127,8 +127,8 @@ def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str],
     claim = uids.claim() if os.geteuid() == 0 else None
     uid = claim.uid if claim else None
     cgroup = cgroups.create(limits.memory_bytes, limits.processes)
-    wrapped = limits.namespaces and limits.bubblewrap and not bubblewrap.usable()
-    base = stage(package, uid)
+    wrapped = limits.namespaces and limits.bubblewrap and not bubblewrap.why_not_usable()
+    base = worker_folders(package, uid)
     request_r, request_w = os.pipe()
     response_r, response_w = os.pipe()
     placement, placement_w = socket.socketpair() if cgroup else (None, None)

@@ -27,12 +27,12 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's c
 
 
 def test_isolation_is_reported_and_real(worker):
-    check_isolation(worker, "bubblewrap" if not bubblewrap.usable() else "hand-written namespaces")
+    check_isolation(worker, "bubblewrap" if not bubblewrap.why_not_usable() else "hand-written namespaces")
 
 
 def test_hand_written_namespaces_still_confine_where_bubblewrap_runs(package):
-    if bubblewrap.usable():
-        pytest.skip(bubblewrap.usable())
+    if bubblewrap.why_not_usable():
+        pytest.skip(bubblewrap.why_not_usable())
     worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64, bubblewrap=False))
     try:
         check_isolation(worker, "hand-written namespaces")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.containment.launch import SYSCALL_FILTER, stage
+from grader.containment.launch import SYSCALL_FILTER, worker_folders
 
 GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
@@ -127,7 +127,7 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
     package = tmp_path / "assignment"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    base = stage(package, None)
+    base = worker_folders(package, None)
     try:
         code = sorted(p.name for p in (base / "work" / "_kit").glob("*.py"))
         assert code == sorted(["wire.py", *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
