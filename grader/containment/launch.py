@@ -22,7 +22,7 @@ from pathlib import Path
 from ..confined.config import Withheld, WorkerConfig
 from . import bubblewrap, syscalls, tree, uids
 from . import cgroup as cgroups
-from ..paths import GRADER
+from ..paths import GRADER, PACKAGE
 from .limits import Limits, environment, interpreter_paths
 from .watchdog import RUNNING
 
@@ -59,7 +59,7 @@ def worker_folders(package: Path, uid: int | None) -> Path:
     ``base/root`` (where confine.py mounts the worker's root) and ``base/covers`` (``stage_covers``)."""
     base = Path(tempfile.mkdtemp(prefix="kit-worker-"))
     workdir = base / "work"
-    shutil.copytree(package, workdir / "assignment", symlinks=False,
+    shutil.copytree(package, workdir / PACKAGE, symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     kit = workdir / "_kit"
     kit.mkdir()

@@ -30,6 +30,7 @@ import pytest
 from . import handle
 from .budget import Budget
 from ..options import GPU_MODES, GradingOptions
+from ..problems import PROBLEMS, suite_problem
 from ..record import NOT_JUDGED, JudgeReport, TestRecord
 
 if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog of known mistakes)
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
 STOPPED = "not run: grading stopped at the first failed test"
-SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
 DEFAULTS = GradingOptions()
 
@@ -90,10 +90,10 @@ def gpu_in_use(config: pytest.Config) -> bool:
 
 
 def problem_of(item: pytest.Item) -> tuple[str, str]:
-    match = SUITE_FILE.search(item.path.name)
-    if not match:
+    key = suite_problem(item.path.name)
+    if key is None:
         raise pytest.UsageError(f"hidden test file {item.path.name} is not named test_p<N>_<module>.py")
-    return f"P{match.group(1)}", match.group(2)
+    return key, PROBLEMS[key].module
 
 
 def points_of(item: pytest.Item) -> float:

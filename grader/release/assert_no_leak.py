@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import mistakes
+from ..problems import suite_problem
 from .stubs import BEGIN, END, expected_stubs, find_regions, stale_stubs
 from ._context import ReleaseContext, ReleaseError
 
@@ -65,7 +66,7 @@ def find_leaks(kit: Path, out: Path) -> list[str]:
         where = path.relative_to(out)
         if BEGIN in text or END in text:
             problems.append(f"{where}: contains a solution marker")
-        if path.name.startswith("test_p") and (kit / "grader" / "judge" / "hidden" / path.name).exists() \
+        if suite_problem(path.name) and (kit / "grader" / "judge" / "hidden" / path.name).exists() \
                 and text == (kit / "grader" / "judge" / "hidden" / path.name).read_text():
             problems.append(f"{where}: is a hidden suite")
         for line in text.splitlines():

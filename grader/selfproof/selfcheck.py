@@ -27,7 +27,7 @@ from rich.table import Table
 from .. import mistakes
 from ..grading.grade import grade
 from ..paths import ASSIGNMENT, HIDDEN, KIT_ROOT, SOLUTIONS
-from ..problems import MODULES, PROBLEMS
+from ..problems import MODULES, PROBLEMS, suite_file
 from ..grading.results import GradingResult
 
 console = Console()
@@ -37,13 +37,13 @@ def independence_violations(kit: Path = KIT_ROOT) -> list[str]:
     """Reasons why problems could affect each other's grades (empty when they cannot)."""
     found = []
     for key, problem in PROBLEMS.items():
-        for path in HIDDEN.glob(f"test_{key.lower()}_*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    head = node.value.split(".", 1)[0]
-                    if head in MODULES and head != problem.module and (node.value == head or "." in node.value) \
-                            and node.value.replace(".", "").replace("_", "").isalnum():
-                        found.append(f"{path.name} refers to {node.value!r} (another problem's module)")
+        path = HIDDEN / suite_file(key)
+        for node in ast.walk(ast.parse(path.read_text())) if path.is_file() else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                head = node.value.split(".", 1)[0]
+                if head in MODULES and head != problem.module and (node.value == head or "." in node.value) \
+                        and node.value.replace(".", "").replace("_", "").isalnum():
+                    found.append(f"{path.name} refers to {node.value!r} (another problem's module)")
         source = kit / "solutions" / f"{problem.module}.py"
         if source.exists():
             others = {m for m in MODULES if m != problem.module}

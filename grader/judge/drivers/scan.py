@@ -21,7 +21,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = "assignment"  # the name the worker imports the submitted folder as
+from ...paths import PACKAGE
+
 DYNAMIC_WAYS = ("importlib, __import__, sys.modules, eval/exec/compile, gc, inspect, ctypes, pickle, "
                 "torch.load(weights_only=False), pydoc.locate, profilers and debuggers that run text, frames, "
                 "closures, getattr on a module with a computed name...")

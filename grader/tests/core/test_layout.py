@@ -135,3 +135,11 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
         assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
         shutil.rmtree(base)
+
+
+def test_the_sandbox_imports_the_package_the_judge_stages():
+    """``confined/`` may import nothing of the kit, so it names the package again: the same one."""
+    from grader.confined import dispatch
+    from grader.paths import PACKAGE
+
+    assert dispatch.PACKAGE == PACKAGE
