@@ -99,7 +99,7 @@ def main() -> int:
     for name, options in modes.items():
         for with_cgroup in (True, False):
             cgroups.create = real_create if with_cgroup else (lambda *a: None)
-            limits = Limits(call_seconds=60, memory_bytes=args.cap_mb << 20, disk_bytes=(args.gib + 1) << 30,
+            limits = Limits(memory_bytes=args.cap_mb << 20, disk_bytes=(args.gib + 1) << 30,
                             **options)
             for where in ("memfd", "/dev/shm", "/tmp"):
                 ended, rise = run(package, limits, where, args.gib)

@@ -31,7 +31,7 @@ DEFAULT = ["p6-reads-whole-memmap", "p6-walks-the-file-through-small-mappings"]
 
 def costs(package: Path, size: int) -> tuple[data.Cost, data.Cost]:
     """(what load_tokens cost, what 2 x get_batch(8, 256) cost) for the submission in ``package``."""
-    backend = Worker(package, Limits(call_seconds=120))
+    backend = Worker(package, Limits())
     try:
         sub = Submission(backend, package)
         data.warm_up(sub)

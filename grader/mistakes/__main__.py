@@ -13,6 +13,9 @@ from pathlib import Path
 
 from ..paths import HIDDEN
 from . import load, materialize
+from ..options import GradingOptions
+
+IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
 
 
 
@@ -26,7 +29,7 @@ def main(problems: list[str]) -> int:
             suite = next(HIDDEN.glob(f"test_{mutant.problem.lower()}_*.py"))
             run = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-p", "grader.judge.plugin", "-q", "-x",
                                   "--assert=plain", "-p", "no:cacheprovider", "--submission", str(package),
-                                  "--in-process"], capture_output=True, text=True)
+                                  "--grading-options", IN_PROCESS], capture_output=True, text=True)
         killed = run.returncode != 0
         survivors += not killed
         last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-200:]
