@@ -27,7 +27,7 @@ check: ``expect = "reference"`` with the one test it cheats on). ``gpu = true`` 
 GPU test: it runs only where CUDA does (``python -m grader.selfproof.hostile --gpu`` on a GPU
 runner, ``grader/bench/gpu_runner.sh``) and is reported as not run elsewhere.
 
-``graded_with`` lists problems graded in the same session before the attack's own (their tests
+``graded_beside`` lists problems graded in the same session before the attack's own (their tests
 import their modules into the session's worker first); such an attack may edit their modules,
 and its control and reference are graded on the same problems.
 """
@@ -65,13 +65,13 @@ class Attack:
     replace: str = ""
     files: dict[str, str] = field(default_factory=dict)
     fails: list[str] = field(default_factory=list)
-    graded_with: list[str] = field(default_factory=list)
+    graded_beside: list[str] = field(default_factory=list)
     options: dict[str, float] = field(default_factory=dict)  # call_seconds, budget_seconds, memory_mb
 
     @property
     def graded(self) -> str:
         """The problems its grading runs, in the form ``grading.grade`` takes: "P5", "P1,P5"."""
-        return ",".join(sorted({*self.graded_with, self.problem}))
+        return ",".join(sorted({*self.graded_beside, self.problem}))
 
     @property
     def control(self) -> tuple[str, str, str, str]:
@@ -103,7 +103,7 @@ def load(catalog: Path = CATALOG) -> list[Attack]:
         attack = Attack(**entry, options=options)
         if attack.expect not in EXPECTATIONS:
             raise CatalogError(f"attack {attack.id}: expect must be one of {', '.join(EXPECTATIONS)}")
-        graded = [attack.problem, *attack.graded_with]
+        graded = [attack.problem, *attack.graded_beside]
         if any(problem not in PROBLEMS for problem in graded) or attack.module not in (
                 "__init__", *(PROBLEMS[problem].module for problem in graded)):
             raise CatalogError(f"attack {attack.id}: {attack.module}.py is not the module of a problem it grades")
