@@ -134,6 +134,24 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                                                                       overrides=a.overrides)
 
 
+def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("classroom.similarity")
+    parser = sub.add_parser("similarity", help="compare every pair of submissions (copydetect, the stubs left out): "
+                                               "an HTML report and a CSV of pairs to review")
+    parser.add_argument("submissions", help="folder with one entry per student (as grader batch reads it), or an "
+                                            "archive of one")
+    parser.add_argument("--out", type=arguments.output_folder, required=True,
+                        help="writes OUT/similarity.html and OUT/similarity.csv")
+    parser.add_argument("--past", type=arguments.existing_folder, nargs="+", default=defaults["past"], metavar="DIR",
+                        help="earlier terms' submissions or public solutions: compared with, not among themselves")
+    parser.add_argument("--threshold", type=arguments.share, default=defaults["threshold"],
+                        help="a pair is to review from this score (share of one side's own code found in the other)")
+    parser.add_argument("--min-lines", type=arguments.jobs, default=defaults["min_lines"], metavar="N",
+                        help="... and when at least N lines match")
+    return lambda a: importlib.import_module("grader.classroom.similarity").main(
+        a.submissions, out=a.out, past=tuple(a.past), threshold=a.threshold, min_lines=a.min_lines)
+
+
 def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser = sub.add_parser("show", help="print one student's feedback as the student sees it on Gradescope")
     parser.add_argument("folder", type=arguments.existing_folder, metavar="OUT_DIR", help="a batch output folder "
@@ -193,7 +211,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
 
 
 CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _isolation_available]  # across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _show, _gradescope_bundle, _mutate]
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _show, _gradescope_bundle, _mutate]
 
 
 class UsageError(Exception):
