@@ -130,8 +130,18 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                              "submissions not in it are flagged")
     parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
                         help="CSV of manual scores: student, problem or test, points, reason")
-    return lambda a: importlib.import_module("grader.classroom.gradebook").main(a.folders, csv=a.csv, roster=a.roster,
-                                                                      overrides=a.overrides)
+    parser.add_argument("--similarity", type=arguments.existing_folder, default=defaults["similarity"], metavar="DIR",
+                        help="a grader similarity output: its pairs to review are listed in the summary")
+    lms = importlib.import_module("grader.classroom.gradebook.lms")
+    parser.add_argument("--lms", choices=lms.KINDS, help="also write the totals for an LMS to import: canvas "
+                                                         "(Canvas's gradebook columns, ids from --roster) or plain")
+    parser.add_argument("--lms-out", type=arguments.csv_file, help="the LMS file (with --lms)")
+    parser.add_argument("--lms-assignment", default=lms.Export.assignment, help="the assignment's column name")
+    parser.add_argument("--missing", choices=lms.MISSING, default=lms.Export.missing,
+                        help="what error and missing rows get in the LMS file: left blank, or 0")
+    return lambda a: importlib.import_module("grader.classroom.gradebook").main(
+        a.folders, csv=a.csv, roster=a.roster, overrides=a.overrides, similarity=a.similarity,
+        lms=lms.Export(a.lms, a.lms_out, a.lms_assignment, a.missing) if a.lms else None)
 
 
 def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -198,6 +208,15 @@ def _call_within_budget(args: argparse.Namespace) -> None:
         raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
 
 
+def _lms_export_named(args: argparse.Namespace) -> None:
+    """``--lms`` and ``--lms-out`` come together (and never name the gradebook's own CSV)."""
+    kind, out = getattr(args, "lms", None), getattr(args, "lms_out", None)
+    if bool(kind) != bool(out):
+        raise UsageError(f"grader {args.command}: {'--lms needs --lms-out FILE' if kind else '--lms-out needs --lms'}")
+    if out is not None and out.resolve() == args.csv.resolve():
+        raise UsageError(f"grader {args.command}: --lms-out {out} is the gradebook's own --csv")
+
+
 def _isolation_available(args: argparse.Namespace) -> None:
     """``--isolation require-strong`` on a host that cannot give it is refused before grading."""
     if getattr(args, "isolation", "auto") != "require-strong":
@@ -210,7 +229,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
                          f"it lacks {'; '.join(level.lacks)}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _isolation_available]  # across options
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _lms_export_named, _isolation_available]  # across options
 COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _show, _gradescope_bundle, _mutate]
 
 

@@ -8,6 +8,7 @@ import statistics
 from collections import defaultdict
 
 from ...problems import PROBLEMS, TOTAL_POINTS
+from ..similarity.pairs import Review
 from .inputs import Change
 from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number
 
@@ -33,7 +34,7 @@ def totals(records: list[Record]) -> list[float]:
     return [r.total for r in records if r.status == "graded"]
 
 
-def summary_text(records: list[Record], gaps: list[str], changes: list[Change]) -> str:
+def summary_text(records: list[Record], gaps: list[str], changes: list[Change], reviews: list[Review] = ()) -> str:
     graded = [r for r in records if r.status == "graded"]
     count = counts(records)
     lines = ["# Gradebook summary", "",
@@ -55,6 +56,7 @@ def summary_text(records: list[Record], gaps: list[str], changes: list[Change]) 
     lines += _tests_section([r for r in records if r.tests])
     lines += _mistakes_section([r for r in records if r.tests])
     lines += _problem_rows(records, gaps, changes)
+    lines += _reviews_section(reviews)
     return "\n".join(lines) + "\n"
 
 
@@ -116,6 +118,15 @@ def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change])
         lines += [f"| {_cell(c.student)} | {_cell(c.item)} | {number(c.before)} | {number(c.after)} | {_cell(c.reason)} |"
                   for c in changes]
     return lines
+
+
+def _reviews_section(reviews: list[Review]) -> list[str]:
+    """The pairs ``grader similarity`` flagged: to look at, never a grade change."""
+    if not reviews:
+        return []
+    return ["", "## To review: submissions that look alike (grader similarity; no grade was changed)", "",
+            "| a | b | score | lines |", "|---|---|---:|---:|"] + [
+        f"| {_cell(r.a)} | {_cell(r.b)} | {r.score:.2f} | {r.lines} |" for r in reviews]
 
 
 def incomplete(records: list[Record], gaps: list[str]) -> list[str]:

@@ -18,14 +18,10 @@ from ...grading.results import write_atomic
 from ..batch_entries import BatchError
 from .compare import compare
 from .documents import Document, read_class, read_past, stubs
-from .pairs import CSV_NAME, Criteria, csv_text
+from .pairs import CSV_NAME, Criteria, SimilarityError, csv_text
 from .page import html
 
 HTML_NAME = "similarity.html"
-
-
-class SimilarityError(ValueError):
-    """Nothing can be compared (no such folder, an unreadable archive, fewer than two submissions)."""
 
 
 def _documents(submissions: Path, past: list[Path], scratch: Path) -> tuple[list[Document], list[Document], dict[str, str]]:

@@ -10,12 +10,18 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..gradebook.records import GradebookError
-from .compare import Pair
+if TYPE_CHECKING:
+    from .compare import Pair
 
 CSV_NAME = "similarity.csv"
 COLUMNS = ("a", "b", "score", "a_in_b", "b_in_a", "lines", "to_review")
+
+
+class SimilarityError(ValueError):
+    """Nothing can be compared (no such folder, an unreadable archive, too few submissions), or an
+    output cannot be read back."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,8 @@ def to_review(folder: Path) -> list[Review]:
         with open(path, newline="", encoding="utf-8") as stream:
             reader = csv.DictReader(stream)
             if tuple(reader.fieldnames or ()) != COLUMNS:
-                raise GradebookError(f"{path}: not a grader similarity output (columns {', '.join(COLUMNS)})")
+                raise SimilarityError(f"{path}: not a grader similarity output (columns {', '.join(COLUMNS)})")
             return [Review(row["a"], row["b"], float(row["score"]), int(row["lines"]))
                     for row in reader if row["to_review"] == "yes"]
     except (OSError, ValueError, csv.Error) as exc:
-        raise GradebookError(f"{path}: cannot read it ({exc.__class__.__name__}: {exc})") from None
+        raise SimilarityError(f"{path}: cannot read it ({exc.__class__.__name__}: {exc})") from None
