@@ -66,7 +66,7 @@ def problem_means(graded: list[Record]) -> list[tuple[str, str, int, float, int]
     return found
 
 
-def test_tally(judged: list[Record]) -> dict[str, dict[str, int]]:
+def tally_tests(judged: list[Record]) -> dict[str, dict[str, int]]:
     """Each test (``"P3 name"``, in problem order) and how many rows it passed, failed, errored or did not run."""
     tally: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
     order = {key: i for i, key in enumerate(PROBLEMS)}
@@ -89,7 +89,7 @@ def pass_rate(counts: dict[str, int]) -> str:
 
 def _tests_section(judged: list[Record]) -> list[str]:
     """Pass rate per test (passed / (passed + failed)) and the tests most often failed, over every row with tests."""
-    tally = test_tally(judged)
+    tally = tally_tests(judged)
     lines = ["", "## Pass rate per test", "", "| test | passed | failed | error | not run | pass rate |",
              "|---|---:|---:|---:|---:|---:|"]
     for name, n in tally.items():
