@@ -158,8 +158,25 @@ def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="a pair is to review from this score (share of one side's own code found in the other)")
     parser.add_argument("--min-lines", type=arguments.jobs, default=defaults["min_lines"], metavar="N",
                         help="... and when at least N lines match")
+    parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="processes comparing at once")
     return lambda a: importlib.import_module("grader.classroom.similarity").main(
-        a.submissions, out=a.out, past=tuple(a.past), threshold=a.threshold, min_lines=a.min_lines)
+        a.submissions, out=a.out, past=tuple(a.past), threshold=a.threshold, min_lines=a.min_lines, jobs=a.jobs)
+
+
+def _report(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("classroom.report")
+    parser = sub.add_parser("report", help="the class on one self-contained HTML page: totals, problems, failed "
+                                           "tests, known mistakes, errors, similarity, each student's feedback")
+    parser.add_argument("folders", nargs="+", type=arguments.existing_folder, metavar="OUT_DIR",
+                        help="batch output folders (or folders holding them), as grader gradebook reads them")
+    parser.add_argument("--html", type=arguments.output_file, required=True, help="the page to write")
+    parser.add_argument("--similarity", type=arguments.existing_folder, default=defaults["similarity"], metavar="DIR",
+                        help="a grader similarity output: its pairs to review, linked to its page")
+    parser.add_argument("--roster", type=arguments.readable_csv, default=defaults["roster"], help="as grader gradebook's")
+    parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
+                        help="as grader gradebook's")
+    return lambda a: importlib.import_module("grader.classroom.report").main(
+        a.folders, out=a.html, similarity=a.similarity, roster=a.roster, overrides=a.overrides)
 
 
 def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -230,7 +247,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
 
 
 CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _lms_export_named, _isolation_available]  # across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _show, _gradescope_bundle, _mutate]
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _report, _show, _gradescope_bundle, _mutate]
 
 
 class UsageError(Exception):

@@ -9,6 +9,7 @@ the pairs to review. Submissions that cannot be read are listed, never fatal.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -42,14 +43,15 @@ def _documents(submissions: Path, past: list[Path], scratch: Path) -> tuple[list
     return documents, earlier, unreadable
 
 
-def run(submissions: Path, out: Path, *, past: list[Path], criteria: Criteria) -> tuple[int, int, dict[str, str]]:
+def run(submissions: Path, out: Path, *, past: list[Path], criteria: Criteria,
+        jobs: int = 1) -> tuple[int, int, dict[str, str]]:
     """Compare and write both files; (submissions compared, pairs to review, unreadable submissions)."""
     scratch = Path(tempfile.mkdtemp(prefix="kit-similarity-"))
     try:
         documents, earlier, unreadable = _documents(submissions, past, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    pairs = compare(documents, earlier, stubs())
+    pairs = compare(documents, earlier, stubs(), jobs)
     table, page = csv_text(pairs, criteria), html(pairs, documents + earlier, len(earlier), unreadable, criteria)
     write_atomic(out / CSV_NAME, table.encode())
     write_atomic(out / HTML_NAME, page.encode())
@@ -57,11 +59,11 @@ def run(submissions: Path, out: Path, *, past: list[Path], criteria: Criteria) -
 
 
 def main(submissions: str, *, out: Path, past: tuple[Path, ...] = (), threshold: float = Criteria.threshold,
-         min_lines: int = Criteria.min_lines) -> int:
+         min_lines: int = Criteria.min_lines, jobs: int = len(os.sched_getaffinity(0))) -> int:
     """0 when compared (whatever was found), 2 when refused."""
     try:
         count, flagged, unreadable = run(Path(submissions), Path(out), past=list(past),
-                                         criteria=Criteria(threshold, min_lines))
+                                         criteria=Criteria(threshold, min_lines), jobs=jobs)
     except SimilarityError as exc:
         print(f"grader similarity: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -4,22 +4,26 @@ literals folded, comments and whitespace dropped), the stubs' fingerprints remov
 A pair's score is the larger of the two shares: the part of one submission's own code (the stubs
 left out) that is found in the other; its ``lines`` are the lines of code that match (the fewer of
 the two sides), which tells a shared idiom of a few lines from a copied assignment. Submissions
-compare with each other and with the past documents; past documents never with each other.
+compare with each other and with the past documents; past documents never with each other. The
+fingerprints and the comparisons run in ``jobs`` processes.
 """
 
 from __future__ import annotations
 
 import io
-import itertools
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from copydetect import CodeFingerprint, compare_files
 
 from .documents import Document
 
-NOISE = 25  # shortest match counted, in filtered characters (copydetect's default)
-GUARANTEE = 30  # every match this long is found; the winnowing window follows from both
+# The shortest match counted, in filtered characters (copydetect's default). Every k-gram is kept
+# (a winnowing window of 1, copydetect's default too): a wider window picks fingerprints by the
+# value of Python's string hash, which is seeded per process, and the scores would vary by run.
+NOISE = 25
 
 
 @dataclass(frozen=True)
@@ -47,20 +51,39 @@ def matched_lines(text: str, slices: np.ndarray) -> int:
     return len(touched)
 
 
-def fingerprint(document: Document, boilerplate: np.ndarray | None = None, window: int = 1) -> CodeFingerprint:
-    return CodeFingerprint(f"{document.name}.py", NOISE, window, boilerplate, language="python",
+def fingerprint(document: Document, boilerplate: np.ndarray | None = None) -> CodeFingerprint:
+    return CodeFingerprint(f"{document.name}.py", NOISE, 1, boilerplate, language="python",
                            fp=io.StringIO(document.text))
 
 
-def compare(documents: list[Document], past: list[Document], boilerplate: Document) -> list[Pair]:
+_PRINTS: dict[str, CodeFingerprint] = {}  # each worker's fingerprints, set once by its initializer
+_TEXTS: dict[str, str] = {}
+
+
+def _share(prints: dict[str, CodeFingerprint], texts: dict[str, str]) -> None:
+    _PRINTS.update(prints)
+    _TEXTS.update(texts)
+
+
+def _pairs_of(a: str, others: list[str]) -> list[Pair]:
+    """``a`` compared with each of ``others`` (in a worker)."""
+    pairs = []
+    for b in others:
+        _, (a_in_b, b_in_a), slices = compare_files(_PRINTS[a], _PRINTS[b])
+        lines = min(matched_lines(_TEXTS[a], slices[0]), matched_lines(_TEXTS[b], slices[1])) if len(slices[0]) else 0
+        pairs.append(Pair(a, b, float(a_in_b), float(b_in_a), lines, slices))
+    return pairs
+
+
+def compare(documents: list[Document], past: list[Document], boilerplate: Document, jobs: int = 1) -> list[Pair]:
     """Each pair of ``documents``, and each document with each of ``past``, best score first."""
     common = np.unique(np.array(list(fingerprint(boilerplate).hashes)))
-    texts = {d.name: d.text for d in [*documents, *past]}
-    prints = {d.name: fingerprint(d, common, GUARANTEE - NOISE + 1) for d in [*documents, *past]}
+    everything = [*documents, *past]
     names = [d.name for d in documents]
-    pairs = []
-    for a, b in [*itertools.combinations(names, 2), *itertools.product(names, [p.name for p in past])]:
-        _, (a_in_b, b_in_a), slices = compare_files(prints[a], prints[b])
-        lines = min(matched_lines(texts[a], slices[0]), matched_lines(texts[b], slices[1])) if len(slices[0]) else 0
-        pairs.append(Pair(a, b, float(a_in_b), float(b_in_a), lines, slices))
+    texts = {d.name: d.text for d in everything}
+    with ProcessPoolExecutor(jobs) as pool:
+        prints = dict(zip(texts, pool.map(partial(fingerprint, boilerplate=common), everything, chunksize=4)))
+    with ProcessPoolExecutor(jobs, initializer=_share, initargs=(prints, texts)) as pool:
+        rows = pool.map(_pairs_of, names, [names[i + 1:] + [p.name for p in past] for i in range(len(names))])
+        pairs = [pair for row in rows for pair in row]
     return sorted(pairs, key=lambda p: (-p.score, p.a, p.b))

@@ -1,8 +1,8 @@
 """``similarity.html``: one self-contained page (inline CSS, no script, nothing fetched).
 
-A table of the pairs to review and the best others (the CSV has every pair), then each pair shown side by side with
-the matching regions highlighted (copydetect's highlighting, the text escaped), and the
-submissions that could not be read.
+A table of the best pairs, those to review first (the CSV has every pair), the first of them side
+by side with the matching regions highlighted (copydetect's highlighting, the text escaped), and
+the submissions that could not be read.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .compare import Pair
 from .documents import Document
 from .pairs import Criteria
 
-LISTED, SHOWN = 100, 20  # the best other pairs in the table, and side by side (every pair is in the CSV)
+LISTED, SHOWN = 300, 50  # the best pairs in the table, and side by side, those to review first (the CSV has all)
 CONTEXT = 6  # lines kept around each matching region
 
 TEMPLATE = """<!DOCTYPE html>
@@ -32,7 +32,8 @@ mark { background: #ffd54f; }
 <p>{{ count }} submissions{% if past %} and {{ past }} past submissions{% endif %} compared over their
 <code>assignment/*.py</code>, the stubs left out. A pair is to review when its score (the larger share of one
 side's own code found in the other) is at least {{ criteria.threshold }} and at least {{ criteria.min_lines }}
-lines match: {{ flagged }} pairs. A prompt to look, never a grade.</p>
+lines match: {{ flagged }} pairs. A prompt to look, never a grade. The table lists the {{ listed|length }} best
+pairs, the first {{ shown }} side by side below; <code>similarity.csv</code> has every pair.</p>
 <table><tr><th>a</th><th>b</th><th>score</th><th>a in b</th><th>b in a</th><th>lines</th><th>to review</th></tr>
 {% for p in listed %}<tr{% if p.flag %} class="review"{% endif %}><td>{{ p.pair.a }}</td><td>{{ p.pair.b }}</td>
 <td>{% if p.shown %}<a href="#pair-{{ loop.index }}">{{ "%.2f"|format(p.pair.score) }}</a>{% else %}{{ "%.2f"|format(p.pair.score) }}{% endif %}</td>
@@ -62,9 +63,8 @@ def html(pairs: list[Pair], documents: list[Document], past: int, unreadable: di
     """The page of ``pairs`` (best first) over ``documents`` (``past`` of them from earlier terms)."""
     texts = {d.name: d.text for d in documents}
     flagged = [p for p in pairs if criteria.flags(p)]
-    others = [p for p in pairs if p.lines and not criteria.flags(p)][:LISTED]
-    listed = [dict(pair=pair, flag=index < len(flagged), shown=index < len(flagged) + SHOWN)
-              for index, pair in enumerate(flagged + others)]
+    ranked = (flagged + [p for p in pairs if p.lines and not criteria.flags(p)])[:LISTED]
+    listed = [dict(pair=pair, flag=index < len(flagged), shown=index < SHOWN) for index, pair in enumerate(ranked)]
     for item in listed:
         if item["shown"]:
             item["left"], item["right"] = (_highlighted(texts[item["pair"].a], item["pair"].slices[0]),
@@ -72,4 +72,4 @@ def html(pairs: list[Pair], documents: list[Document], past: int, unreadable: di
     environment = Environment(autoescape=True)
     return environment.from_string(TEMPLATE).render(
         count=len(documents) - past, past=past, criteria=criteria, listed=listed, unreadable=unreadable,
-        flagged=len(flagged))
+        flagged=len(flagged), shown=min(SHOWN, len(listed)))
