@@ -105,9 +105,18 @@ def test_unreadable_submissions_are_listed_and_the_rest_compared(tmp_path, capsy
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # self-contained: nothing fetched
 
 
+def _corrupt_archive(path):
+    """A class archive whose one member fails its checksum."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("alice/assignment/memory.py", "x = 1\n")
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"x = 1", b"y = 2", 1))
+
+
 @pytest.mark.parametrize("make, args, message", [
     (lambda root: root.mkdir(), [], "0 readable submissions, nothing to compare"),
     (lambda root: root.with_suffix(".zip").write_bytes(b"PK broken"), [], "expected a folder of submissions"),
+    (lambda root: _corrupt_archive(root.with_suffix(".zip")), [], "class.zip: not a readable archive (Bad CRC-32"),
     (lambda root: root.mkdir(), ["--threshold", "1.5"], "--threshold: must be from 0 to 1, got 1.5"),
     (lambda root: root.mkdir(), ["--past", "/nonexistent"], "--past: no such folder: /nonexistent"),
 ])
