@@ -1,5 +1,5 @@
-"""Every pair compared with copydetect (winnowed fingerprints of the tokenized code, names and
-literals folded, comments and whitespace dropped), the stubs' fingerprints removed first.
+"""Every pair compared with copydetect (fingerprints of the tokenized code, names and literals
+folded, comments and whitespace dropped), the stubs' fingerprints removed first.
 
 A pair's score is the larger of the two shares: the part of one submission's own code (the stubs
 left out) that is found in the other; its ``lines`` are the lines of code that match (the fewer of
@@ -42,13 +42,15 @@ class Pair:
         return max(self.a_in_b, self.b_in_a)
 
 
-def matched_lines(text: str, slices: np.ndarray) -> int:
-    """How many lines of ``text`` the matching regions (starts, ends) touch."""
-    starts = np.cumsum([len(line) for line in text.splitlines(keepends=True)])
-    touched = set()
-    for start, end in zip(*slices):
-        touched.update(range(int(np.searchsorted(starts, start, "right")), int(np.searchsorted(starts, end - 1, "right")) + 1))
-    return len(touched)
+def line_ends(text: str) -> np.ndarray:
+    """The offset just past each line of ``text``."""
+    return np.cumsum([len(line) for line in text.splitlines(keepends=True)])
+
+
+def matched_lines(ends: np.ndarray, slices: np.ndarray) -> int:
+    """How many lines (of a text whose ``line_ends`` are ``ends``) the matching regions (starts, ends) touch."""
+    first, last = np.searchsorted(ends, slices[0], "right"), np.searchsorted(ends, slices[1] - 1, "right")
+    return len({line for a, b in zip(first.tolist(), last.tolist()) for line in range(a, b + 1)})
 
 
 def fingerprint(document: Document, boilerplate: np.ndarray | None = None) -> CodeFingerprint:
@@ -56,13 +58,13 @@ def fingerprint(document: Document, boilerplate: np.ndarray | None = None) -> Co
                            fp=io.StringIO(document.text))
 
 
-_PRINTS: dict[str, CodeFingerprint] = {}  # each worker's fingerprints, set once by its initializer
-_TEXTS: dict[str, str] = {}
+_PRINTS: dict[str, CodeFingerprint] = {}  # each worker's fingerprints and line ends, set by its initializer
+_ENDS: dict[str, np.ndarray] = {}
 
 
 def _share(prints: dict[str, CodeFingerprint], texts: dict[str, str]) -> None:
     _PRINTS.update(prints)
-    _TEXTS.update(texts)
+    _ENDS.update((name, line_ends(text)) for name, text in texts.items())
 
 
 def _pairs_of(a: str, others: list[str]) -> list[Pair]:
@@ -70,7 +72,7 @@ def _pairs_of(a: str, others: list[str]) -> list[Pair]:
     pairs = []
     for b in others:
         _, (a_in_b, b_in_a), slices = compare_files(_PRINTS[a], _PRINTS[b])
-        lines = min(matched_lines(_TEXTS[a], slices[0]), matched_lines(_TEXTS[b], slices[1])) if len(slices[0]) else 0
+        lines = min(matched_lines(_ENDS[a], slices[0]), matched_lines(_ENDS[b], slices[1])) if len(slices[0]) else 0
         pairs.append(Pair(a, b, float(a_in_b), float(b_in_a), lines, slices))
     return pairs
 
