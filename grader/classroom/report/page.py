@@ -78,7 +78,7 @@ def _feedback(record: Record, folders: list[Path]) -> str:
             return student_view(read_results(find(folder, record.student))[0])[0]
         except GradebookError:
             continue
-    return f"{record.status}: {record.reason}"
+    return f"{record.status}: {record.reason or f'grader show OUT_DIR {record.student} prints it (two passes: each folder)'}"
 
 
 def html(records: list[Record], folders: list[Path], pairs: list[Review], similarity: Path | None, out: Path) -> str:

@@ -28,7 +28,7 @@ def measured(tmp_path_factory):
     copies = planted_copies(root / "reference", root)
     documents, unreadable = read_class(root, tmp_path_factory.mktemp("scratch"))
     assert not unreadable and len(documents) == len(honest) + len(copies)
-    return honest, copies, compare(documents, [], stubs())
+    return honest, copies, compare(documents, [], stubs(), jobs=2)
 
 
 def test_every_planted_copy_is_flagged_and_no_honest_pair_is(measured):
