@@ -6,6 +6,7 @@ import csv
 import io
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 
 from ...problems import PROBLEMS, TOTAL_POINTS
 from ..similarity.pairs import Review
@@ -34,7 +35,8 @@ def totals(records: list[Record]) -> list[float]:
     return [r.total for r in records if r.status == "graded"]
 
 
-def summary_text(records: list[Record], gaps: list[str], changes: list[Change], reviews: list[Review] = ()) -> str:
+def summary_text(records: list[Record], gaps: list[str], changes: list[Change],
+                 reviews: Sequence[Review] = ()) -> str:
     graded = [r for r in records if r.status == "graded"]
     count = counts(records)
     lines = ["# Gradebook summary", "",
@@ -148,7 +150,7 @@ def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change])
     return lines
 
 
-def _reviews_section(reviews: list[Review]) -> list[str]:
+def _reviews_section(reviews: Sequence[Review]) -> list[str]:
     """The pairs ``grader similarity`` flagged: to look at, never a grade change."""
     if not reviews:
         return []
