@@ -1,8 +1,8 @@
 """The ``grader`` command: each subcommand forwards to one module's keyword-only ``main``.
 
 Defaults come from each ``main``'s own keyword defaults, and the grading options' from
-``GradingOptions`` (built from the parsed arguments by ``GradingOptions.from_args``), so the
-command line and the Python API cannot disagree.
+``GradingOptions`` (built from the parsed arguments by ``GradingOptions.from_args``, which checks
+every value), so the command line and the Python API cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments
-from .options import GPU_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
+from .options import GPU_MODES, ISOLATION_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
 from .grading.results import VISIBILITIES
 
 
@@ -42,7 +42,8 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: GradingOptions =
     parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults.not_run,
                         help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
                              "possible points) or zero (0 out of their points); never shown as failures")
-    parser.add_argument("--isolation", choices=("auto", "require-strong"), default="auto",
+    parser.set_defaults(_grading_options=True)
+    parser.add_argument("--isolation", choices=ISOLATION_MODES, default=defaults.isolation,
                         help="auto: the strongest containment this host gives; require-strong: refuse to grade "
                              "without namespaces, a syscall filter and a kernel memory limit")
 
@@ -92,7 +93,9 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--gpu", action="store_true",
                         help="accept a GPU runner instead: reference 100 with every GPU test run, stubs 0, GPU-only "
                              "mutants killed, versions and GPU test times in one table (refuses without CUDA)")
-    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs) if a.gpu else
+    parser.add_argument("--out", type=arguments.output_folder, default=None,
+                        help="with --gpu: keep the table and the reference's and stubs' results.json in this folder")
+    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs, out=a.out) if a.gpu else
                       importlib.import_module("grader.selfproof.selfcheck").main(
                           jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections))
 
@@ -219,10 +222,19 @@ def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
         problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
 
 
-def _call_within_budget(args: argparse.Namespace) -> None:
-    call, budget = getattr(args, "call_seconds", None), getattr(args, "budget_seconds", None)
-    if call is not None and budget is not None and call > budget:
-        raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
+def _grading_options_valid(args: argparse.Namespace) -> None:
+    """The grading options are checked as ``GradingOptions`` checks them (across options too), before any work."""
+    if getattr(args, "_grading_options", False):
+        try:
+            GradingOptions.from_args(args)
+        except ValueError as exc:
+            raise UsageError(f"grader {args.command}: {exc}") from None
+
+
+def _acceptance_out(args: argparse.Namespace) -> None:
+    """``selfcheck --out`` keeps the GPU acceptance's gradings: it goes with ``--gpu``."""
+    if args.command == "selfcheck" and args.out is not None and not args.gpu:
+        raise UsageError("grader selfcheck: --out keeps the GPU acceptance's table and gradings: use it with --gpu")
 
 
 def _lms_export_named(args: argparse.Namespace) -> None:
@@ -246,8 +258,10 @@ def _isolation_available(args: argparse.Namespace) -> None:
                          f"it lacks {'; '.join(level.lacks)}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _lms_export_named, _isolation_available]  # across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _report, _show, _gradescope_bundle, _mutate]
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_grading_options_valid, _acceptance_out, _lms_export_named,
+                                                     _isolation_available]  # across options
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _report, _show, _gradescope_bundle,
+            _mutate]
 
 
 class UsageError(Exception):

@@ -25,10 +25,10 @@ from typing import Any
 
 from ..options import OMP_WAIT_POLICY, GradingOptions
 from ..paths import HIDDEN, kit_pythonpath
-from ..problems import PROBLEMS
+from ..problems import PROBLEMS, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
-from .submission import SubmissionError, stage
+from ..submission import SubmissionError, stage
 
 
 
@@ -55,7 +55,7 @@ class GradingError(RuntimeError):
 def hidden_suites(problems: list[str] | None = None, hidden: Path = HIDDEN) -> list[Path]:
     """The hidden test files, in problem order, optionally only for ``problems`` (P1..P8)."""
     wanted = [key for key in PROBLEMS if not problems or key in problems]
-    return [path for key in wanted for path in sorted(hidden.glob(f"test_{key.lower()}_*.py"))]
+    return [hidden / suite_file(key) for key in wanted if (hidden / suite_file(key)).is_file()]
 
 
 def _judge_budget(left: float, call_seconds: float) -> float:
@@ -104,7 +104,8 @@ def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
 
 def _problems_of(files: list[Path]) -> list[str]:
     """The problems (P1..P8, in order) whose hidden suites are among ``files``."""
-    return [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
+    found = {suite_problem(f.name) for f in files}
+    return [key for key in PROBLEMS if key in found]
 
 
 def _whole_problem(key: str, name: str, status: str, message: str, nodeid: str = "") -> TestRecord:

@@ -73,8 +73,8 @@ class InProcess:
             self._exchange = Path(tempfile.mkdtemp(prefix="kit-exchange-"))
         return Exchange(host=self._exchange, inside=str(self._exchange))
 
-    def sibling(self) -> InProcess:
-        """Another dispatcher in this same process: module state is shared (debugging only)."""
+    def sibling(self, withheld: Any = None) -> InProcess:
+        """Another dispatcher in this same process: module state is shared, and nothing is withheld (debugging only)."""
         return InProcess(self.folder)
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:

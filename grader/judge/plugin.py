@@ -29,7 +29,8 @@ import pytest
 
 from . import handle
 from .budget import Budget
-from ..options import GPU_MODES, GradingOptions
+from ..options import GradingOptions
+from ..problems import PROBLEMS, suite_problem
 from ..record import NOT_JUDGED, JudgeReport, TestRecord
 
 if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog of known mistakes)
@@ -38,31 +39,34 @@ if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
 STOPPED = "not run: grading stopped at the first failed test"
-SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
-DEFAULTS = GradingOptions()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "hidden-suite judge")
     group.addoption("--submission", help="staged submission package folder")
-    group.addoption("--in-process", action="store_true", help="UNSAFE: run student code in the judge (debugging)")
-    group.addoption("--gpu", choices=GPU_MODES, default=DEFAULTS.gpu)
-    group.addoption("--call-seconds", type=float, default=DEFAULTS.call_seconds)
-    group.addoption("--budget-seconds", type=float, default=None, help="time budget for the whole submission")
-    group.addoption("--memory-mb", type=int, default=DEFAULTS.memory_mb, help="worker memory cap (resident)")
+    group.addoption("--grading-options", type=_options, default=GradingOptions(),
+                    help="the grading options record (GradingOptions.to_json): gpu, limits, budget, diagnosis...")
     group.addoption("--outcomes", help="write outcomes (JSON) here")
     group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
-    group.addoption("--first-failure", action="store_true",
-                    help="stop at the first failed test; the rest are not run (mutation verdicts)")
-    group.addoption("--no-diagnosis", action="store_true",
-                    help="do not name known mistakes on failures (verdicts alone: kill matrices, mutation verdicts)")
+
+
+def _options(text: str) -> GradingOptions:
+    try:
+        return GradingOptions.from_json(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--grading-options: {exc}") from None
+
+
+def options_of(config: pytest.Config) -> GradingOptions:
+    """The grading options this judge session was given (the kit's defaults when none)."""
+    return config.getoption("--grading-options")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): points this hidden test is worth")
     config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
-    if config.getoption("--first-failure"):
+    if options_of(config).first_failure:
         config.option.maxfail = 1
     if config.getoption("--submission"):
         config.pluginmanager.register(Recorder(config), "grader-recorder")
@@ -78,7 +82,7 @@ def sub(request: pytest.FixtureRequest) -> Iterator[handle.Submission]:
 
 
 def gpu_in_use(config: pytest.Config) -> bool:
-    mode = config.getoption("--gpu")
+    mode = options_of(config).gpu
     if mode == "off":
         return False
     import torch
@@ -89,11 +93,23 @@ def gpu_in_use(config: pytest.Config) -> bool:
     return available
 
 
+def refuse_weak_isolation(options: GradingOptions) -> None:
+    """``isolation = "require-strong"`` on a host that cannot give it: no grading."""
+    if options.isolation != "require-strong" or options.in_process:
+        return
+    from ..containment.level import host
+
+    level = host()
+    if not level.strong:
+        raise pytest.UsageError(f"--isolation require-strong, but this host gives {level.mechanism}; "
+                                f"it lacks {'; '.join(level.lacks)}")
+
+
 def problem_of(item: pytest.Item) -> tuple[str, str]:
-    match = SUITE_FILE.search(item.path.name)
-    if not match:
+    key = suite_problem(item.path.name)
+    if key is None:
         raise pytest.UsageError(f"hidden test file {item.path.name} is not named test_p<N>_<module>.py")
-    return f"P{match.group(1)}", match.group(2)
+    return key, PROBLEMS[key].module
 
 
 def points_of(item: pytest.Item) -> float:
@@ -133,15 +149,17 @@ class Recorder:
         self.diagnoser: Diagnoser | None = None  # see _diagnoser
         self.diagnosis_spent = 0.0
         self.probed_failures: list[TestRecord] = []  # failed tests of the problems diagnosed by a probe (P7, P8)
+        self.options = options_of(config)
+        refuse_weak_isolation(self.options)
         self.use_gpu = gpu_in_use(config)
-        self.gpu_only = config.getoption("--gpu") == "only"
-        self.budget = Budget(config.getoption("--budget-seconds"))
+        self.gpu_only = self.options.gpu == "only"
+        self.budget = Budget(self.options.budget_seconds)
         self.order: list[str] = []  # the problems with tests to run, in the order their tests run
 
     def sub(self) -> Iterator[handle.Submission]:
         """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
         folder = Path(self.config.getoption("--submission"))
-        if self.config.getoption("--in-process"):
+        if self.options.in_process:
             from .inprocess import InProcess
 
             backend: handle.Backend = InProcess(folder)
@@ -149,14 +167,12 @@ class Recorder:
             from ..containment.limits import Limits
             from ..containment.worker import Worker
 
-            limits = Limits(call_seconds=self.config.getoption("--call-seconds"),
-                            memory_bytes=self.config.getoption("--memory-mb") << 20)
-            backend = Worker(folder, limits, masks=[Path(p) for p in self.config.getoption("--mask")])
-        submission = handle.Submission(backend, folder, self.budget, self.config.getoption("--call-seconds"))
+            backend = Worker(folder, Limits.of(self.options), masks=[Path(p) for p in self.config.getoption("--mask")])
+        submission = handle.Submission(backend, folder, self.budget, self.options.call_seconds)
         self.submission = submission
         yield submission
         backend.close()
-        self.isolation = backend.isolation
+        self.isolation = {**submission.withheld_isolation, **backend.isolation}
         self.import_error = str(backend.import_error) if backend.import_error else ""
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -214,7 +230,7 @@ class Recorder:
         """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.judge.diagnosis``);
         not where only verdicts are asked for (``--no-diagnosis``, ``--first-failure``). A failure of a
         problem diagnosed by a probe (P7, P8) waits for the end of the session (``_diagnose_probed``)."""
-        if self.submission is None or self.config.getoption("--no-diagnosis") or self.config.getoption("--first-failure"):
+        if self.submission is None or not self.options.diagnose or self.options.first_failure:
             return
         from .diagnosis import PROBES
 
@@ -262,7 +278,7 @@ class Recorder:
         path = self.config.getoption("--outcomes")
         if path:
             complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-            stopped = bool(session.shouldfail) and self.config.getoption("--first-failure")
+            stopped = bool(session.shouldfail) and self.options.first_failure
             if stopped:  # judged: a test failed, and those after it were deliberately not run
                 for outcome in self.outcomes.values():
                     if outcome.status == "error" and outcome.message == NOT_JUDGED:

@@ -1,7 +1,7 @@
 """What similarity compares: each submission's ``assignment/*.py`` as one document.
 
 A submission is read exactly as ``grader batch`` reads it (``batch_entries`` finds the entries
-of a class folder or archive, ``grading.submission.stage`` finds and copies the package of a
+of a class folder or archive, ``submission.stage`` finds and copies the package of a
 folder or zip); its modules are joined in name order into one text. The kit's own stubs are the
 boilerplate every student was given. A submission that cannot be read (no package, a broken zip,
 a file that is not UTF-8 text) is listed with its reason, never fatal.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...grading.submission import SubmissionError, stage
+from ...submission import SubmissionError, stage
 from ...paths import ASSIGNMENT
 from ..batch_entries import class_folder, submissions
 
