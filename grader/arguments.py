@@ -78,6 +78,14 @@ def seconds(text: str) -> float:
     return _checked(seconds_value, _number(text, float))
 
 
+def share(text: str) -> float:
+    """A share: a number from 0 to 1."""
+    value = _number(text, float)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {text}")
+    return value
+
+
 def seed(text: str) -> int:
     """A hypothesis seed: a whole number from 0 to 2**63 - 1."""
     return _checked(seed_value, int(_number(text, int)))
