@@ -32,6 +32,10 @@ MAX_DEPTH = 64
 MAX_TEXT = 4000
 
 
+_AS_IS = frozenset({type(None), bool, int, str})  # values that are their own encoding (finite floats too)
+_AS_IS_DECODED = frozenset({type(None), bool, int, str, float})
+
+
 class WireError(ValueError):
     """A frame or value that does not follow the format."""
 
@@ -117,8 +121,9 @@ def encode(value: Any, depth: int = 0) -> Any:
         return value if math.isfinite(value) else {"$t": "float", "bits": _float_bits(value)}
     if kind is complex:
         return {"$t": "complex", "re": _float_bits(value.real), "im": _float_bits(value.imag)}
-    if kind is list:
-        return [encode(item, depth + 1) for item in value]
+    if kind is list:  # plain items (most of a long list) inline, without a call each
+        return [item if type(item) in _AS_IS or (type(item) is float and -math.inf < item < math.inf)
+                else encode(item, depth + 1) for item in value]
     if kind is tuple:
         return {"$t": "tuple", "items": [encode(item, depth + 1) for item in value]}
     if kind is dict:
@@ -197,7 +202,7 @@ def decode(data: Any, depth: int = 0) -> Any:
     if data is None or type(data) in (bool, int, str, float):
         return data
     if type(data) is list:
-        return [decode(item, depth + 1) for item in data]
+        return [item if type(item) in _AS_IS_DECODED else decode(item, depth + 1) for item in data]
     _expect(type(data) is dict and isinstance(data.get("$t"), str), f"untagged value {str(data)[:80]!r}")
     tag = data["$t"]
     if tag == "float":
@@ -343,7 +348,7 @@ def parse_frame(payload: bytes) -> dict:
         start += size
     _expect(start == len(view), "bytes after a frame's payloads")
     try:
-        message = json.loads(view[4:end].tobytes(), object_hook=_payloads_in(payloads) if payloads else None)
+        message = json.loads(str(view[4:end], "utf-8"), object_hook=_payloads_in(payloads) if payloads else None)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"frame is not JSON: {exc}") from exc
     _expect(type(message) is dict, "frame is not an object")
