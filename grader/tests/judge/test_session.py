@@ -6,7 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from grader.paths import kit_pythonpath
+from grader.grading.grade import judge_command
+from grader.options import GradingOptions
+from grader.paths import HIDDEN, kit_pythonpath
 
 SUITE = """
 import atexit, os, pathlib
@@ -33,3 +35,9 @@ def test_the_session_ends_with_pytests_status_after_its_exit_handlers(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr  # pytest's TESTS_FAILED
     assert "1 failed, 1 passed" in run.stdout and "the judged failure" in run.stdout
     assert mark.read_text() == "removed"
+
+
+def test_a_judge_runs_as_a_session_without_pytests_unraisableexception(tmp_path):
+    command = judge_command([HIDDEN / "test_p3_einsum.py"], tmp_path, tmp_path / "outcomes.json", GradingOptions(), 60.0)
+    assert command[1:3] == ["-m", "grader.judge.session"]
+    assert ["-p", "no:unraisableexception"] in [command[i:i + 2] for i in range(len(command) - 1)]
