@@ -40,6 +40,10 @@ REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the tab
 # A judge loads the pytest plugins it names (the kit's and hypothesis's), not every plugin installed beside
 # them: an unrelated one cannot change how a suite runs, and importing them cost each judge half a CPU-second.
 JUDGE_PLUGINS = ("grader.judge.plugin", "_hypothesis_pytestplugin")
+# Of pytest's own plugins, one a judge does without: unraisableexception turns an exception in a __del__ into a
+# warning (student code never runs in the judge) and, as pytest ends, runs the garbage collector five times over
+# torch's objects, about a CPU-second.
+JUDGE_WITHOUT = ("unraisableexception",)
 
 
 def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -80,8 +84,8 @@ def judge_command(files: list[Path], package: Path, outcomes: Path, options: Gra
                   masks: tuple[Path, ...] = ()) -> list[str]:
     """The command line of one judge session: pytest over ``files`` with the kit's plugin, grading the staged
     ``package`` with ``options`` in ``budget_seconds`` of its own, its report written to ``outcomes``."""
-    plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
-    command = [sys.executable, "-m", "pytest", *map(str, files), *plugins, "-q", "--assert=plain",
+    plugins = [argument for name in (*JUDGE_PLUGINS, *(f"no:{n}" for n in JUDGE_WITHOUT)) for argument in ("-p", name)]
+    command = [sys.executable, "-m", "grader.judge.session", *map(str, files), *plugins, "-q", "--assert=plain",
                "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
                "--submission", str(package), "--outcomes", str(outcomes), *options.judge_argv(budget_seconds)]
     for path in masks:
