@@ -170,10 +170,11 @@ def forge():
 
 def ahead():
     import json
-    frame = json.dumps({"v": 1, "$type": "result", "id": 10**6, "value": 1}).encode()
+    text = json.dumps({"v": 2, "$type": "result", "id": 10**6, "value": 1}).encode()
+    body = len(text).to_bytes(4, "big") + text + (0).to_bytes(4, "little")  # a wire frame without byte payloads
     for fd in range(3, 32):
         try:
-            os.write(fd, len(frame).to_bytes(4, "big") + frame)
+            os.write(fd, len(body).to_bytes(4, "big") + body)
         except OSError:
             pass
     return 2
