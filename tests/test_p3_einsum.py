@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from _kit import call, check_close, check_raises, check_true, show
+from _kit import NotImplementedYet, call, check_close, check_raises, check_true, show
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,11 +74,18 @@ def test_sum_hidden_lecture_example(einsum):
 
 # --- split_heads / merge_heads ---------------------------------------------------------------
 
+def test_split_heads_takes_a_whole_float_count(einsum):
+    # The first split_heads of the file, on a shape no other test draws (5 heads of 7): einops caches
+    # a pattern's shapes, so an int call on the same shape first would hide a float handed on to
+    # einops, and a float call first would break the int calls after it.
+    x = torch.arange(2 * 35, dtype=torch.float32).reshape(1, 2, 35)
+    check_equal_tensor(einsum.split_heads, x, 5.0, expected=x.view(1, 2, 5, 7))
+
+
 def test_split_heads_lecture_example(einsum):
     x = torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8)
     check_equal_tensor(einsum.split_heads, x, 2, expected=x.view(2, 3, 2, 4),
                        why="head i is the i-th block of d = 8 / 2 = 4 consecutive features")
-    check_equal_tensor(einsum.split_heads, x, 2.0, expected=x.view(2, 3, 2, 4), why="2.0 heads is a whole count")
 
 
 @settings(max_examples=20, deadline=None)
@@ -264,9 +271,21 @@ def tiny_calls() -> list[tuple[str, tuple]]:
             ("attention_scores", (x, x, 2)), ("channels_first", (torch.ones(1, 2, 3, 4),))]
 
 
-def test_form_every_function_calls_einops(einsum):
+def every_function_runs(einsum) -> None:
+    """Form is graded on working rewrites: skip (not fail) a form test while a function still fails its
+    own tests, so that a crash is reported once, by the tests of that function."""
     for name, args in tiny_calls():
-        call(getattr(einsum, name), *args)  # form points need a working rewrite
+        try:
+            call(getattr(einsum, name), *args)
+        except NotImplementedYet:
+            raise
+        except pytest.fail.Exception:
+            pytest.skip(f"form is checked once every function runs; einsum.{name}({', '.join(map(show, args))}) "
+                        f"fails: see the tests of einsum.{name}")
+
+
+def test_form_every_function_calls_einops(einsum):
+    every_function_runs(einsum)
     missing, _ = form_problems(inspect.getsource(einsum))
     check_true(not missing, "the code of einsum.py", f"no einops call in: {', '.join(missing)}",
                "every listed function calls einops.einsum / rearrange / reduce / repeat itself",
@@ -274,8 +293,7 @@ def test_form_every_function_calls_einops(einsum):
 
 
 def test_form_no_old_way_operations(einsum):
-    for name, args in tiny_calls():
-        call(getattr(einsum, name), *args)  # form points need a working rewrite
+    every_function_runs(einsum)
     _, uses = form_problems(inspect.getsource(einsum))
     check_true(not uses, "the code of einsum.py", "\n          ".join(uses),
                "no @, matmul, bmm, mm, transpose, permute, view, reshape, .T/.mT, movedim, swapaxes/swapdims, "

@@ -55,6 +55,10 @@ VARIANTS = {
         "einsum", 'return rearrange(images, "b h w c -> b c h w")',
         'return getattr(rearrange(images, "b h w c -> b h w c"), "per" + "mute")(0, 3, 1, 2)',
         "form", "getattr(..., 'permute') (use einops)"),
+    "float-heads-handed-to-einops": Variant(
+        "einsum", 'return rearrange(x, "... (heads d) -> ... heads d", heads=heads)',
+        'return rearrange(x, "... (heads d) -> ... heads d", heads=num_heads)',
+        "split_heads", "FAILED tests/test_p3_einsum.py::test_split_heads_takes_a_whole_float_count"),
 }
 
 
@@ -76,3 +80,17 @@ def test_a_broken_rule_fails_a_public_test_that_states_it(name, tmp_path):
                          cwd=KIT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stdout[-3000:]
     assert variant.said in run.stdout, run.stdout[-3000:]
+
+
+def test_a_crash_is_reported_by_its_own_tests_not_by_the_form_tests(tmp_path):
+    crash = Variant("einsum", 'return einsum(x, w, "... d_in, d_out d_in -> ... d_out")',
+                    'return einsum(x, w, "... d_in, d_in d_out -> ... d_out")', "", "")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "tests/test_p3_einsum.py", "-q", "-rfs",
+                          "--impl", str(variant_of_the_reference(crash, tmp_path))],
+                         cwd=KIT, env=env, capture_output=True, text=True, timeout=600)
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED")]
+    assert failed and all("linear" in line for line in failed), failed
+    skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert len(skipped) == 1 and skipped[0].startswith("SKIPPED [2]"), skipped  # the two form tests
+    assert "form is checked once every function runs; einsum.linear(" in skipped[0], skipped
