@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable
 
@@ -161,9 +162,10 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@functools.cache  # CPU time, which load does not change: measured once for both tests
 def cpu_seconds_of_one_product(size: int, at_least: float = 0.05) -> float:
-    """The least thread CPU time of one float32 (size x size) product, over 3 loops of at least
-    ``at_least`` CPU-seconds each (long enough for a coarse CPU clock, as on Windows)."""
+    """The least thread CPU time of one float32 (size x size) product on one thread, over 3 loops of
+    at least ``at_least`` CPU-seconds each (long enough for a coarse CPU clock, as on Windows)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
     torch.matmul(a, b)
     best = float("inf")
