@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import pytest
 
-from grader.grading.submission import stage
+from grader.submission import stage
 
 KIT = Path(__file__).resolve().parents[3]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.selfproof.mutants import load, materialize
+from grader.mistakes import load, materialize
 
 KIT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow  # about a minute on 2 busy cores
