@@ -19,27 +19,27 @@ from ._counts import as_count
 SECONDS_PER_DAY = 86_400
 
 
-def matmul_flops(m: int, k: int, n: int) -> int:
+def matmul_flops(m: int | float, k: int | float, n: int | float) -> int:
     """FLOPs of an (m x k) @ (k x n) product: 2*m*k*n (one multiply and one add per term)."""
     raise NotImplementedError("flops.matmul_flops is not implemented yet: see handout.md, section 'flops.matmul_flops'")
 
 
-def forward_flops(num_tokens: int, num_params: int) -> int:
+def forward_flops(num_tokens: int | float, num_params: int | float) -> int:
     """Forward-pass FLOPs of a matmul-dominated model: 2 * tokens * parameters."""
     raise NotImplementedError("flops.forward_flops is not implemented yet: see handout.md, section 'flops.forward_flops'")
 
 
-def backward_flops(num_tokens: int, num_params: int) -> int:
+def backward_flops(num_tokens: int | float, num_params: int | float) -> int:
     """Backward-pass FLOPs: 4 * tokens * parameters (gradients w.r.t. inputs and w.r.t. weights)."""
     raise NotImplementedError("flops.backward_flops is not implemented yet: see handout.md, section 'flops.backward_flops'")
 
 
-def training_flops(num_tokens: int, num_params: int) -> int:
+def training_flops(num_tokens: int | float, num_params: int | float) -> int:
     """FLOPs of training (forward + backward): 6 * tokens * parameters."""
     raise NotImplementedError("flops.training_flops is not implemented yet: see handout.md, section 'flops.training_flops'")
 
 
-def deep_linear_flops(batch: int, dim: int, num_layers: int) -> dict[str, int]:
+def deep_linear_flops(batch: int | float, dim: int | float, num_layers: int | float) -> dict[str, int]:
     """Exact matmul FLOPs of one training step of the deep linear model.
 
     The model: ``num_layers`` bias-free dim x dim linear layers, then a bias-free dim x 1
@@ -66,7 +66,7 @@ def mfu(flops: float, seconds: float, peak_flops_per_second: float) -> float:
     raise NotImplementedError("flops.mfu is not implemented yet: see handout.md, section 'flops.mfu'")
 
 
-def training_days(num_params: int, num_tokens: int, num_gpus: int, peak_flops_per_gpu: float,
+def training_days(num_params: int | float, num_tokens: int | float, num_gpus: int | float, peak_flops_per_gpu: float,
                   mfu: float) -> float:
     """Days to train: 6 * params * tokens / (num_gpus * peak_flops_per_gpu * mfu), in days.
 
@@ -77,8 +77,8 @@ def training_days(num_params: int, num_tokens: int, num_gpus: int, peak_flops_pe
     raise NotImplementedError("flops.training_days is not implemented yet: see handout.md, section 'flops.training_days'")
 
 
-def time_matmul(m: int, k: int, n: int, dtype: torch.dtype, device: str | torch.device,
-                repeats: int = 10) -> float:
+def time_matmul(m: int | float, k: int | float, n: int | float, dtype: torch.dtype, device: str | torch.device,
+                repeats: int | float = 10) -> float:
     """Mean wall-clock seconds of one (m x k) @ (k x n) product in ``dtype`` on ``device``.
 
     Measured properly: a few warm-up products first (the first call pays for library
@@ -94,7 +94,7 @@ def time_matmul(m: int, k: int, n: int, dtype: torch.dtype, device: str | torch.
     raise NotImplementedError("flops.time_matmul is not implemented yet: see handout.md, section 'flops.time_matmul'")
 
 
-def matmul_mfu(m: int, k: int, n: int, dtype: torch.dtype, device: str | torch.device,
+def matmul_mfu(m: int | float, k: int | float, n: int | float, dtype: torch.dtype, device: str | torch.device,
                peak_flops_per_second: float) -> float:
     """Measured MFU of an (m x k) @ (k x n) product: its FLOPs over ``time_matmul`` (default repeats), over the peak."""
     raise NotImplementedError("flops.matmul_mfu is not implemented yet: see handout.md, section 'flops.matmul_mfu'")

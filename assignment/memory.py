@@ -98,7 +98,7 @@ def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.fl
     raise NotImplementedError("memory.training_bytes_per_param is not implemented yet: see handout.md, section 'memory.training_bytes_per_param'")
 
 
-def max_trainable_params(num_gpus: int, bytes_per_gpu: int, bytes_per_param: int) -> int:
+def max_trainable_params(num_gpus: int | float, bytes_per_gpu: int | float, bytes_per_param: int | float) -> int:
     """How many parameters fit in the devices' memory: floor(num_gpus * bytes_per_gpu / bytes_per_param).
 
     Activations are ignored. The lecture's 8 H100s of 80e9 bytes with AdamW (16 bytes/param)
@@ -110,7 +110,7 @@ def max_trainable_params(num_gpus: int, bytes_per_gpu: int, bytes_per_param: int
     raise NotImplementedError("memory.max_trainable_params is not implemented yet: see handout.md, section 'memory.max_trainable_params'")
 
 
-def deep_linear_memory(batch: int, dim: int, num_layers: int, optimizer: str = "adagrad",
+def deep_linear_memory(batch: int | float, dim: int | float, num_layers: int | float, optimizer: str = "adagrad",
                        dtype: torch.dtype = torch.float32) -> dict[str, int]:
     """Training memory of the lecture's deep linear model, in bytes.
 

@@ -145,7 +145,8 @@ def transpose(shape: Sequence[int], strides: Sequence[int], dim0: int,
               dim1: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``(shape, strides)`` of ``x.transpose(dim0, dim1)``: the two dims swap sizes and strides.
 
-    Negative dims count from the end.
+    Negative dims count from the end. A 0-d tensor takes dims 0 and -1 as if it had one dim, as
+    ``Tensor.transpose`` does.
 
     Raises:
         IndexError: a dim out of range.

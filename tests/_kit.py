@@ -28,13 +28,48 @@ class NotImplementedYet(pytest.fail.Exception):
     """The failure of a test that reached a stub (counted as "not implemented", not shown one by one)."""
 
 
+SHOWN_IN_FULL = 16  # a tensor of at most this many elements is shown as a literal that rebuilds it
+
+
+def show_tensor(value: torch.Tensor) -> str:
+    """A small tensor as the ``torch.tensor(...)`` call that rebuilds it exactly; a larger one as its
+    dtype, shape and first values (then "...")."""
+    device = "" if value.device.type == "cpu" else f", device='{value.device}'"
+    data = value.detach().cpu()
+    if data.is_floating_point() and data.dtype != torch.float64:
+        data = data.float()  # every float16/bfloat16 value is a float32: its shortest repr round-trips
+    if value.numel() <= SHOWN_IN_FULL:
+        return f"torch.tensor({_literal(data)}, dtype={value.dtype}{device})"
+    if bool((data == data.flatten()[0]).all()):
+        return f"torch.full({tuple(value.shape)}, {_number(data.flatten()[0].item(), data.dtype)}, dtype={value.dtype}{device})"
+    first = ", ".join(_number(x, data.dtype) for x in data.flatten()[:6].tolist())
+    return f"tensor(dtype={value.dtype}, shape={tuple(value.shape)}{device}, values=[{first}, ...])"
+
+
+def _literal(data: torch.Tensor) -> str:
+    if data.dim() == 0:
+        return _number(data.item(), data.dtype)
+    return "[" + ", ".join(_literal(row) for row in data) + "]"
+
+
+def _number(x: Any, dtype: torch.dtype | None = None) -> str:
+    """The shortest text that gives ``x`` back in ``dtype`` (float32's shortest repr, not float64's)."""
+    if dtype == torch.float32 and isinstance(x, float) and math.isfinite(x):
+        for digits in range(1, 10):
+            text = f"{x:.{digits}g}"
+            if torch.tensor(float(text), dtype=torch.float32).item() == x:
+                return repr(float(text))
+    if isinstance(x, float) and not math.isfinite(x):
+        return f"float('{x}')"
+    return repr(x)
+
+
 def show(value: Any, limit: int = 300) -> str:
-    """A short, readable one-line repr (tensors show dtype, shape and a few values); "..." only
-    where something was left out."""
+    """A short, readable one-line repr (small tensors as the literal that rebuilds them, larger ones as
+    dtype, shape and a few values); "..." only where something was left out."""
     if isinstance(value, torch.Tensor):
-        text = f"tensor(dtype={value.dtype}, shape={tuple(value.shape)}, device={value.device}, values={value.detach().flatten()[:6].tolist()}{'...' if value.numel() > 6 else ''})"
-    else:
-        text = repr(value)
+        return show_tensor(value)
+    text = repr(value)
     one_line = " ".join(text.split())
     if len(one_line) <= limit:
         return one_line

@@ -135,6 +135,29 @@ def test_underflows_to_zero_lecture_example(memory):
     check_equal(memory.underflows_to_zero, 1e-8, torch.float32, expected=False)
 
 
+def test_underflows_to_zero_handout_boundary_example(memory):
+    check_equal(memory.underflows_to_zero, 2**-25, torch.float16, expected=True,
+                why="exactly half the smallest subnormal (2^-24) rounds to zero: 'at most half', <= not <")
+    check_equal(memory.underflows_to_zero, 0.75 * 2**-24, torch.float16, expected=False,
+                why="three quarters of the smallest subnormal rounds up to it")
+
+
+BIASES = {torch.float32: (127, 23), torch.float16: (15, 10), torch.bfloat16: (127, 7), torch.float8_e4m3fn: (7, 3),
+          torch.float8_e5m2: (15, 2), torch.float8_e4m3fnuz: (8, 3), torch.float8_e5m2fnuz: (16, 2)}
+
+
+@pytest.mark.parametrize("dtype", BIASES, ids=str)
+def test_underflows_to_zero_at_half_the_smallest_subnormal(memory, dtype):
+    bias, mantissa_bits = BIASES[dtype]
+    smallest = 2.0 ** (1 - bias - mantissa_bits)
+    rule = f"{dtype}'s smallest subnormal is 2^(1 - bias - M) = 2^{1 - bias - mantissa_bits} (bias {bias}"
+    rule += ", one more than the IEEE rule)" if "fnuz" in str(dtype) else ")"
+    check_equal(memory.underflows_to_zero, smallest / 2, dtype, expected=True,
+                why=f"{rule}; exactly half of it rounds to zero (<=, not <)")
+    check_equal(memory.underflows_to_zero, 0.75 * smallest, dtype, expected=False,
+                why=f"{rule}; three quarters of it rounds up to it")
+
+
 @settings(max_examples=30, deadline=None)
 @given(mantissa=st.floats(0.5, 1.0, exclude_max=True), exponent=st.integers(-160, 4), negative=st.booleans(),
        dtype=st.sampled_from(UNDERFLOW_DTYPES))
@@ -168,10 +191,23 @@ def test_max_trainable_params_lecture_example(memory):
     check_raises(ValueError, memory.max_trainable_params, -1, 80e9, 16)
 
 
+def test_max_trainable_params_divides_on_ints(memory):
+    check_equal(memory.max_trainable_params, 3, 10**17 + 1, 7, expected=(3 * (10**17 + 1)) // 7,
+                why="do the division on ints (//): a float keeps 53 bits and int(a * b / c) loses the last digits")
+    check_raises(ValueError, memory.max_trainable_params, 8, 80e9, 0, why="bytes_per_param == 0 is refused")
+
+
 def test_deep_linear_memory_lecture_example(memory):
     # The lecture: B=2, D=4, two layers, AdaGrad, float32: 36 parameters, 16 activations.
     check_equal(memory.deep_linear_memory, 2, 4, 2, expected={
         "parameters": 144, "activations": 64, "gradients": 144, "optimizer_state": 144, "total": 496})
+
+
+def test_deep_linear_memory_keeps_optimizer_state_in_float32(memory):
+    # B=2, D=4, two layers, AdaGrad, bfloat16: 36 parameters and 16 activations of 2 bytes, 36 states of 4.
+    check_equal(memory.deep_linear_memory, 2, 4, 2, "adagrad", torch.bfloat16, expected={
+        "parameters": 72, "activations": 32, "gradients": 72, "optimizer_state": 144, "total": 320},
+        why="optimizer state stays float32 (4 bytes a state) even when dtype is bfloat16")
 
 
 def test_deep_linear_memory_parameters_match_a_real_model(memory):

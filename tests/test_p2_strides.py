@@ -95,6 +95,12 @@ def test_transpose_rejects_dims_out_of_range(strides):
     check_raises(IndexError, strides.transpose, (2, 3), (3, 1), 0, 2)
 
 
+def test_transpose_of_a_0d_tensor(strides):
+    why = "a 0-d tensor takes dims 0 and -1 as if it had one dim, as Tensor.transpose does"
+    check_equal(strides.transpose, (), (), 0, -1, expected=((), ()), why=why)
+    check_raises(IndexError, strides.transpose, (), (), 0, 1, why=why)
+
+
 def test_slice_view_examples(strides):
     # x[1:3] of a 4 x 4 matrix: two rows, starting at element 4.
     check_equal(strides.slice_view, (4, 4), (4, 1), 0, 0, 1, 3, expected=((2, 4), (4, 1), 4))
@@ -102,7 +108,9 @@ def test_slice_view_examples(strides):
     check_equal(strides.slice_view, (4, 4), (4, 1), 0, 1, None, None, 2, expected=((4, 2), (4, 2), 0))
     # x[-2:100] clamps like a Python list.
     check_equal(strides.slice_view, (4, 4), (4, 1), 0, -2, -2, 100, expected=((2, 4), (4, 1), 8))
-    check_raises(ValueError, strides.slice_view, (4, 4), (4, 1), 0, 0, None, None, 0)
+    check_raises(ValueError, strides.slice_view, (4, 4), (4, 1), 0, 0, None, None, 0, why="step must be >= 1")
+    check_raises(ValueError, strides.slice_view, (4, 4), (4, 1), 0, 0, None, None, -1,
+                 why="step must be >= 1: a negative step is refused too, as tensors refuse it")
 
 
 @settings(max_examples=30, deadline=None)
@@ -126,6 +134,11 @@ def test_view_strides_examples(strides):
     check_equal(strides.view_strides, (4, 4), (1, 4), (16,), expected=None)
     check_equal(strides.view_strides, (2, 3, 4), (24, 8, 2), (6, 4), expected=(8, 2))
     check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (5, 3))
+
+
+def test_view_strides_size_one_dims_never_break_a_run(strides):
+    check_equal(strides.view_strides, (2, 1, 3), (3, 7, 1), (6,), expected=(1,),
+                why="a size-1 dim is never stepped along: its stride (7 here) does not break the run")
 
 
 @settings(max_examples=30, deadline=None)

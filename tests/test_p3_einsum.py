@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from _kit import call, check_close, check_raises, check_true
+from _kit import NotImplementedYet, call, check_close, check_raises, check_true, show
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,14 +32,9 @@ def check_rounded(fn, *args, exact: torch.Tensor, magnitude: torch.Tensor, terms
     ok = (isinstance(got, torch.Tensor) and got.dtype == dtype and got.shape == exact.shape
           and bool(((got.double() - exact).abs() <= bound).all()))
     fn_name = getattr(fn, "__name__", "?")
-    check_true(ok, f"einsum.{fn_name}({', '.join(_brief(a) for a in args)})", got,
-               f"a {dtype} tensor of shape {tuple(exact.shape)} with values {exact.flatten()[:6].tolist()}..."
-               f" (within rounding error)", f"einsum.{fn_name}")
+    check_true(ok, f"einsum.{fn_name}({', '.join(map(show, args))})", got,
+               f"{show(exact.to(dtype))} (within rounding error)", f"einsum.{fn_name}")
     return got
-
-
-def _brief(value) -> str:
-    return f"<{value.dtype} tensor of shape {tuple(value.shape)}>" if isinstance(value, torch.Tensor) else repr(value)
 
 
 leading_dims = st.lists(st.integers(1, 3), max_size=2).map(tuple)
@@ -79,11 +74,18 @@ def test_sum_hidden_lecture_example(einsum):
 
 # --- split_heads / merge_heads ---------------------------------------------------------------
 
+def test_split_heads_takes_a_whole_float_count(einsum):
+    # The first split_heads of the file, on a shape no other test draws (5 heads of 7): einops caches
+    # a pattern's shapes, so an int call on the same shape first would hide a float handed on to
+    # einops, and a float call first would break the int calls after it.
+    x = torch.arange(2 * 35, dtype=torch.float32).reshape(1, 2, 35)
+    check_equal_tensor(einsum.split_heads, x, 5.0, expected=x.view(1, 2, 5, 7))
+
+
 def test_split_heads_lecture_example(einsum):
     x = torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8)
     check_equal_tensor(einsum.split_heads, x, 2, expected=x.view(2, 3, 2, 4),
                        why="head i is the i-th block of d = 8 / 2 = 4 consecutive features")
-    check_equal_tensor(einsum.split_heads, x, 2.0, expected=x.view(2, 3, 2, 4), why="2.0 heads is a whole count")
 
 
 @settings(max_examples=20, deadline=None)
@@ -105,8 +107,7 @@ def check_equal_tensor(fn, *args, expected: torch.Tensor, why: str = ""):
     got = call(fn, *args)
     ok = isinstance(got, torch.Tensor) and got.dtype == expected.dtype and torch.equal(got, expected)
     fn_name = getattr(fn, "__name__", "?")
-    check_true(ok, f"einsum.{fn_name}({', '.join(_brief(a) for a in args)})", got,
-               f"{_brief(expected)} with values {expected.flatten()[:6].tolist()}...", f"einsum.{fn_name}", why)
+    check_true(ok, f"einsum.{fn_name}({', '.join(map(show, args))})", got, show(expected), f"einsum.{fn_name}", why)
 
 
 # --- per_head_linear / linear ----------------------------------------------------------------
@@ -185,6 +186,19 @@ FORBIDDEN = {
 }
 
 
+def folded(node: ast.AST) -> str | None:
+    """The string an expression always computes (literals joined by + or in an f-string), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = folded(node.left), folded(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts = [folded(value.value if isinstance(value, ast.FormattedValue) else value) for value in node.values]
+        return None if None in parts else "".join(parts)  # type: ignore[arg-type]
+    return None
+
+
 def form_problems(source: str) -> tuple[list[str], list[str]]:
     """(listed functions that call no einops function themselves, uses of forbidden operations)."""
     tree = ast.parse(source)
@@ -209,6 +223,12 @@ def form_problems(source: str) -> tuple[list[str], list[str]]:
         if not isinstance(node, ast.Name):
             return None
         return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+    def imported(node: ast.AST) -> bool:
+        """Whether ``node`` is an imported name or one of its attributes (a module, a class)."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in aliases
 
     def is_einops(name: str | None) -> bool:
         return bool(name) and name.split(".")[0] == "einops" and name.split(".")[-1] in EINOPS_FUNCTIONS
@@ -239,9 +259,13 @@ def form_problems(source: str) -> tuple[list[str], list[str]]:
             last = aliases[node.id].split(".")[-1]
             if last in FORBIDDEN or last == "einsum":
                 what = f"{aliases[node.id]} (imported as {node.id}; use einops instead)"
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in FORBIDDEN):
-            what = f"getattr(..., {node.args[1].value!r}) (use einops)"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and len(node.args) > 1):
+            name = folded(node.args[1])
+            if name in FORBIDDEN:
+                what = f"{node.func.id}(..., {name!r}) (use einops)"
+            elif name is None and imported(node.args[0]):
+                what = f"{node.func.id} on a module with a name built at run time (the grader cannot tell what it reaches)"
         if what:
             uses.append(f"{where.get(id(node), '?')}: {what}")
     return missing, uses
@@ -254,9 +278,21 @@ def tiny_calls() -> list[tuple[str, tuple]]:
             ("attention_scores", (x, x, 2)), ("channels_first", (torch.ones(1, 2, 3, 4),))]
 
 
-def test_form_every_function_calls_einops(einsum):
+def every_function_runs(einsum) -> None:
+    """Form is graded on working rewrites: skip (not fail) a form test while a function still fails its
+    own tests, so that a crash is reported once, by the tests of that function."""
     for name, args in tiny_calls():
-        call(getattr(einsum, name), *args)  # form points need a working rewrite
+        try:
+            call(getattr(einsum, name), *args)
+        except NotImplementedYet:
+            raise
+        except pytest.fail.Exception:
+            pytest.skip(f"form is checked once every function runs; einsum.{name}({', '.join(map(show, args))}) "
+                        f"fails: see the tests of einsum.{name}")
+
+
+def test_form_every_function_calls_einops(einsum):
+    every_function_runs(einsum)
     missing, _ = form_problems(inspect.getsource(einsum))
     check_true(not missing, "the code of einsum.py", f"no einops call in: {', '.join(missing)}",
                "every listed function calls einops.einsum / rearrange / reduce / repeat itself",
@@ -265,10 +301,10 @@ def test_form_every_function_calls_einops(einsum):
 
 
 def test_form_no_old_way_operations(einsum):
-    for name, args in tiny_calls():
-        call(getattr(einsum, name), *args)  # form points need a working rewrite
+    every_function_runs(einsum)
     _, uses = form_problems(inspect.getsource(einsum))
     check_true(not uses, "the code of einsum.py", "\n          ".join(uses),
                "no @, matmul, bmm, mm, transpose, permute, view, reshape, .T/.mT, movedim, swapaxes/swapdims, "
-               "flatten/unflatten, tensordot, torch.einsum, .sum or .mean in code (docstrings and comments are fine)",
+               "flatten/unflatten, tensordot, torch.einsum, .sum or .mean in code (docstrings and comments are fine), "
+               "nor getattr with a name built from strings or at run time",
                FORM_SECTION)

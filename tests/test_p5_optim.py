@@ -163,7 +163,7 @@ def test_sgd_default_lr_is_1e_3(optim):
     same_run(optim.SGD, torch.optim.SGD, {}, dict(lr=1e-3))
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)  # the hidden suite draws many more
 @given(lr=st.floats(1e-4, 0.3), momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
        weight_decay=st.sampled_from([0.0, 1e-4, 0.1]))
 def test_sgd_matches_torch_for_any_hyperparameters(optim, lr, momentum, weight_decay):
@@ -238,7 +238,7 @@ def test_adagrad_one_step_by_hand(optim):
                "optimizer.state[p] after one step", dict(optimizer.state[p]), "a 'sum' equal to [9, 1]", ADAGRAD_SECTION)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)  # the hidden suite draws many more
 @given(lr=st.floats(1e-3, 0.5), eps=st.sampled_from([1e-10, 1e-6, 1e-2]),
        initial=st.sampled_from([0.0, 0.1, 1.0]), weight_decay=st.sampled_from([0.0, 0.05]))
 def test_adagrad_matches_torch_for_any_hyperparameters(optim, lr, eps, initial, weight_decay):
@@ -337,6 +337,8 @@ def test_state_dict_round_trip(optim, name):
 def test_loads_a_torch_state_dict(optim, name):
     """A state dict saved from torch.optim.SGD / Adagrad continues the same trajectory in yours."""
     attr, torch_cls, extra = CASES[name]
+    # Yours is built first: a stub then fails at once, before torch.optim's first use (seconds of imports).
+    call(getattr(optim, attr), [torch.nn.Parameter(torch.zeros(1))], lr=0.1, **extra)
     model, x, y = make_model()
     oracle = torch_cls(model.parameters(), lr=0.1, **extra)
     train(oracle, model, x, y, 3)

@@ -79,7 +79,9 @@ def test_student_workflow_runs_the_public_tests_on_push_on_linux_macos_and_windo
     assert job["runs-on"] == "${{ matrix.os }}" and not job["strategy"]["fail-fast"]
     assert job["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
     script = "\n".join(step.get("run", "") for step in job["steps"])
-    assert "whl/cpu" in script and "pytest tests/" in script and "grader" not in STUDENT_WORKFLOW.read_text()
+    # uv sync: the release's pyproject.toml takes torch's CPU build on Linux (release/test_setup.py)
+    assert "uv sync" in script and "uv run pytest tests/" in script and "grader" not in STUDENT_WORKFLOW.read_text()
+    assert any(step.get("uses", "").startswith("astral-sh/setup-uv@") for step in job["steps"])
 
 
 def test_slurm_array_and_merge_grade_a_class_end_to_end(tmp_path):

@@ -99,7 +99,10 @@ def test_setup_offers_the_cpu_wheel_and_names_the_checked_versions(release):
     assert floor and floor.group(1) == pin.group(1), "the kit and the release name the same torch floor"
     for name in ("README.md", "handout.md"):
         text = (release / name).read_text()
-        assert "pip install -e . --extra-index-url https://download.pytorch.org/whl/cpu" in text, name
+        assert "uv sync && uv run python -c \"import torch; print(torch.__version__)\"" in text, name
+        assert (f'pip install "torch>={pin.group(1)},<={pin.group(2)}.0" --index-url https://download.pytorch.org/whl/cpu'
+                in text), name
+        assert "--extra-index-url" not in text, name  # an unreachable extra index costs minutes of retries
         assert f"Python 3.10 to 3.13 and torch {pin.group(1)} to {pin.group(2)}" in text, name
     dependencies = re.findall(r'^    "([a-z]+)', (release / "pyproject.toml").read_text(), flags=re.MULTILINE)
     assert sorted(dependencies) == ["einops", "hypothesis", "jaxtyping", "numpy", "pytest", "torch"]
