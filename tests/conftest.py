@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import os
 import re
 import sys
 import textwrap
