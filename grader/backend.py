@@ -60,6 +60,9 @@ class Backend(Protocol):
 
     def measure(self, reset_peak: bool = False) -> Usage | None: ...
 
+    def pause(self, stopped: bool) -> None:
+        """Stop (``stopped``) or continue every process of the worker's tree, from outside it."""
+
     def exchange(self) -> Exchange: ...
 
     def sibling(self) -> Backend: ...

@@ -226,7 +226,7 @@ def assert_timing(found: Rounds, call: str, band: float, repeats: float, why: st
     got = found.student
     assert all(isinstance(t, numbers.Real) and not isinstance(t, bool) and t > 0 for t in got), (
         f"{call} returned {got!r}, expected positive numbers of seconds")
-    best, reference = min(got), min(found.reference)
+    best, reference = min(found.free()), min(found.reference)
     assert reference / band <= best <= reference * band, (
         f"{call} returned {best:.3g} s (its fastest of {len(got)} calls), but the judge's own timing of the same "
         f"product gives {reference:.3g} s per product (within a factor {band:g} is accepted){why}")
@@ -255,9 +255,42 @@ def assert_spent_cpu(calls: list[tuple[Rounds, float]], call: str) -> None:
         "expected (it cannot have run the products it timed: a timer that waits or predicts instead fails)")
 
 
+# A timing must also follow what the submission cannot foresee: in PAUSED extra rounds, placed at
+# random, the judge stops and continues the worker's whole tree over and over while the call runs
+# (grader/judge/drivers/flops.py, paused_call), so that it can run only a share r of the call's wall
+# time (about a tenth; measured per call). Each product then takes at least its CPU time / r of wall
+# time, whatever else loads the machine: a timing of the products reports that much (within CPU_SHARE,
+# as for the CPU time spent), and at least STRETCH times what it reports unpaused (a loaded machine
+# that leaves the worker a share c of a core stretches a paused call about c / r times: 1.5 holds
+# while c is above 0.15). A forecast made before the call (one small product timed, scaled up,
+# inflated even, then waited or spun out) reports what an unpaused call would.
+PAUSED, STRETCH = 2, 1.5
+
+
+def assert_follows_pauses(found: Rounds, call: str) -> None:
+    """Measured from outside: each call the judge paused at random reports at least a product's CPU
+    time divided by the share of the call's wall time the worker could run, and the paused calls
+    report longer times than the others."""
+    cpu = min(found.reference_cpu)
+    for value, stopped in found.paused():
+        want = CPU_SHARE * cpu / (1 - stopped)
+        assert value >= want, (
+            f"{call} returned {value:.3g} s per product from a call in which the judge kept your process stopped "
+            f"{stopped:.0%} of the time, but one product needs about {cpu:.3g} s of CPU time, so it took at least "
+            f"{want:.3g} s there: a timing of the products follows the time they took, a forecast does not "
+            "(time the products themselves with time.perf_counter)")
+    paused, free = min(value for value, _ in found.paused()), min(found.free())
+    assert paused >= STRETCH * free, (
+        f"{call} returned {paused:.3g} s per product at best from calls in which the judge kept your process "
+        f"stopped most of the time, and {free:.3g} s from calls it left alone: a timing of the products is "
+        f"at least {STRETCH:g} times longer when they took longer, a forecast is not "
+        "(time the products themselves with time.perf_counter)")
+
+
 def cpu_timings(sub, repeats: int | float) -> Rounds:
     n = CPU_SIZE
-    return timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.float32, "cpu"), int(repeats), repeats=repeats)
+    return timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.float32, "cpu"), int(repeats),
+                        paused=PAUSED if repeats <= CPU_REPEATS else 0, repeats=repeats)
 
 
 @pytest.mark.points(1)
@@ -271,6 +304,7 @@ def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
     found = cpu_timings(sub, CPU_REPEATS)
     assert_timing(found, call, CPU_BAND, CPU_REPEATS)
     assert_spent_cpu([(found, CPU_REPEATS)], call)
+    assert_follows_pauses(found, call)
 
 
 @pytest.mark.points(1)
@@ -283,7 +317,8 @@ def test_time_matmul_is_the_mean_of_one_product(sub):
                             repeats)
     assert_spent_cpu([(found, repeats) for repeats, found in rounds.items()],
                      f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={few} and {many!r})")
-    timed = {repeats: min(found.student) for repeats, found in rounds.items()}
+    assert_follows_pauses(rounds[few], f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={few!r})")
+    timed = {repeats: min(found.free()) for repeats, found in rounds.items()}
     # The mean of 64 products and of 2 products differ only by noise; a total would be 32x larger.
     assert timed[many] < 6 * timed[few], (
         f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={many!r}) returned {timed[many]:.3g} s, "
@@ -306,17 +341,18 @@ def check_mfu(found: Rounds, call: str, n: int, peak: float, band: float, at_mos
 def implied_seconds(found: Rounds, n: int, peak: float) -> Rounds:
     """``found`` with each MFU answer replaced by the time per product it implies."""
     return Rounds(found.reference, [2 * n**3 / value / peak for value in found.student], found.wall,
-                  found.reference_cpu, found.cpu)
+                  found.reference_cpu, found.cpu, found.stopped)
 
 
 @pytest.mark.points(0.5)
 def test_matmul_mfu_on_cpu_agrees_with_an_independent_timing(sub):
     """matmul_mfu on the CPU agrees with 2mkn / (independently measured seconds) / peak"""
     n, peak = CPU_SIZE, 1e12
-    found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.float32, "cpu", peak), 10)
+    found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.float32, "cpu", peak), 10, paused=PAUSED)
     call = f"flops.matmul_mfu({n}, {n}, {n}, torch.float32, 'cpu', {peak:g})"
     check_mfu(found, call, n, peak, CPU_BAND)
     assert_spent_cpu([(implied_seconds(found, n, peak), 1)], call)
+    assert_follows_pauses(implied_seconds(found, n, peak), call)
 
 
 # On a GPU a synchronized timer agrees with CUDA events to a few percent; an unsynchronized one
