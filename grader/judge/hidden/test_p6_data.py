@@ -326,10 +326,17 @@ def test_memory_of_sampling_a_256mib_file(sub):
     # pgfault, else minflt + majflt + cminflt + cmajflt of /proc/<pid>/stat over the tree: a file
     # read through mappings unmapped at once shows in no resident set and no rchar, but each
     # fault maps at most one 2 MiB huge page, so touching half the file takes 64 faults or more).
-    # The file is sparse (no disk used) and fresh for each measurement. Reading it whole costs at
-    # least its 256 MiB; a sampler maps a few pages per window (up to 2 MiB with large folios: 16
-    # windows, at most 32 MiB) and makes about 20 faults (40 MiB at most; python -m
-    # grader.bench.p6_costs). Half the file separates them.
+    # Also read from the token file itself (grader/judge/drivers/pagecache.py): the judge keeps its own
+    # descriptor of the file it made, evicts it from the page cache before the call and counts with
+    # mincore(2) on its own mapping how much of it is cached after, by whatever route it came in
+    # (read, mmap, splice, sendfile, posix_fadvise(WILLNEED), readahead: by any process; O_DIRECT
+    # reads bypass the cache and show in rchar). Bytes the tree writes (wchar) count as memory that
+    # left it. The file is sparse (no disk used) and fresh for each measurement; get_batch reads it
+    # through a memmap the judge had advised MADV_RANDOM in the worker, so a window brings in its own
+    # pages, not the host's read-around (8 MiB per fault here). Reading it whole costs at least its
+    # 256 MiB; the reference costs about 12 MiB (load_tokens: read-around of its first and last token)
+    # and 34 MiB (get_batch: 17 faults at 2 MiB each; python -m grader.bench.p6_costs). Half the file
+    # separates them.
     size_mib = TOKEN_FILE_BYTES / 2**20
     limit = size_mib / 2
     where = f"a {size_mib:.0f} MiB token file (sparse, measured from outside your process and its children)"
