@@ -113,11 +113,13 @@ def test_forward_backward_training_flops(sub, tokens, params):
 
 
 @pytest.mark.points(1)
-@given(bad=bad_counts(), position=st.integers(0, 2))
-def test_bad_counts_raise_value_error(sub, bad, position):
+@given(bad=bad_counts(), position=st.integers(0, 2), valid=st.tuples(counts(2**20), counts(2**20), counts(2**20)))
+def test_bad_counts_raise_value_error(sub, bad, position, valid):
     """A negative, non-whole or infinite count raises ValueError in every counting function"""
-    answers(sub, "flops.matmul_flops", (4, 5, 6), 240)  # error paths count only beside working code
-    answers(sub, "flops.training_flops", (4, 5), 120)
+    # Error paths count only beside working code: a valid call drawn for each example, not one to memorize.
+    m, k, n = valid
+    answers(sub, "flops.matmul_flops", valid, counted_matmul_flops(int(m), int(k), int(n)))
+    answers(sub, "flops.training_flops", (m, k), 6 * int(m) * int(k))
     three = [4, 5, 6]
     three[position] = bad
     sub.raises(ValueError, "flops.matmul_flops", *three)
@@ -184,20 +186,22 @@ def test_training_days(sub, params, tokens, gpus, peak, mfu):
 
 @pytest.mark.points(0.5)
 @given(bad=st.one_of(st.sampled_from([0.0, -0.0, -0.5, 1.0 + 2**-52, 1.5, 2.0, math.nan, math.inf]),
-                     st.floats(1.0, 100.0, exclude_min=True), st.floats(-100.0, 0.0)))
-def test_training_days_rejects_mfu_outside_zero_one(sub, bad):
+                     st.floats(1.0, 100.0, exclude_min=True), st.floats(-100.0, 0.0)),
+       params=counts(10**12), tokens=counts(10**14), gpus=st.integers(1, 4096), peak=positive_reals())
+def test_training_days_rejects_mfu_outside_zero_one(sub, bad, params, tokens, gpus, peak):
     """training_days raises ValueError for an mfu outside (0, 1], 0 GPUs or a peak not finite and > 0; mfu = 1 is allowed"""
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, bad)
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 0, H100_BF16_PEAK, 0.5)
-    for peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan):
-        sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, peak, 0.5)
-    lecture = (70e9, 15e12, 1024)
+    for bad_peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan):
+        sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, bad_peak, 0.5)
+    # Beside working code: the valid calls are drawn for each example, not ones to memorize.
+    drawn = (params, tokens, gpus)
     # A str where a number is asked: ValueError, TypeError, or the answer for that number.
-    refused_or_as_for(sub, "flops.training_days", (*lecture, H100_BF16_PEAK, "0.5"), (*lecture, H100_BF16_PEAK, 0.5))
-    refused_or_as_for(sub, "flops.training_days", (*lecture, "1e15", 0.5), (*lecture, 1e15, 0.5))
-    want = 6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK) / SECONDS_PER_DAY
-    assert_close(sub.call("flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, 1.0), want,
-                 f"flops.training_days(70e9, 15e12, 1024, {H100_BF16_PEAK!r}, 1.0)", unit=" days (mfu = 1 is allowed)")
+    refused_or_as_for(sub, "flops.training_days", (*drawn, peak, "0.5"), (*drawn, peak, 0.5))
+    refused_or_as_for(sub, "flops.training_days", (*drawn, repr(peak), 0.5), (*drawn, peak, 0.5))
+    want = 6 * int(params) * int(tokens) / (gpus * peak) / SECONDS_PER_DAY
+    assert_close(sub.call("flops.training_days", *drawn, peak, 1.0), want,
+                 f"flops.training_days({params!r}, {tokens!r}, {gpus!r}, {peak!r}, 1.0)", unit=" days (mfu = 1 is allowed)")
 
 
 # --- timing ------------------------------------------------------------------------------------
