@@ -143,21 +143,26 @@ def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
     assert got == want, f"{call} wrote {wrote}, expected the {len(want)} bytes of ndarray.tofile {want[:16].hex(' ')}..."
 
 
+GOOD = st.lists(st.integers(0, 2**16 - 1), min_size=1, max_size=32).map(lambda v: np.array(v, dtype=np.int64))
+
+
 @pytest.mark.points(2)
-@given(case=bad_tokens(), existing=st.sampled_from([None, b"previous tokens"]))
-@example(case=(np.uint16, np.array(7, dtype=np.int64), "0-D ndarray"), existing=None)
-@example(case=(np.uint16, np.array([[1, 2], [3, 4]], dtype=np.int64), "2-D ndarray"), existing=None)
-@example(case=(np.uint16, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "bfloat16 tensor"), existing=None)
-@example(case=(np.uint16, [3, True, 5], "bool"), existing=b"previous tokens")
-@example(case=(np.uint8, np.array([1, 300], dtype=np.int64), "ndarray out of range"), existing=None)
-def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing):
+@given(case=bad_tokens(), existing=st.sampled_from([None, b"previous tokens"]), good=GOOD)
+@example(case=(np.uint16, np.array(7, dtype=np.int64), "0-D ndarray"), existing=None, good=np.arange(10))
+@example(case=(np.uint16, np.array([[1, 2], [3, 4]], dtype=np.int64), "2-D ndarray"), existing=None, good=np.arange(3))
+@example(case=(np.uint16, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "bfloat16 tensor"), existing=None,
+         good=np.arange(5) * 977)
+@example(case=(np.uint16, [3, True, 5], "bool"), existing=b"previous tokens", good=np.arange(7) + 60_000)
+@example(case=(np.uint8, np.array([1, 300], dtype=np.int64), "ndarray out of range"), existing=None, good=np.arange(1))
+def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing, good):
     """Float, bool, out-of-range, no tokens or not 1-D raise ValueError; no file is left behind, an existing one is unchanged."""
     dtype, tokens, why = case
-    good = np.arange(10, dtype=np.int64)  # error paths count only beside working code
+    # Error paths count only beside working code: a valid call drawn for each example, not one to memorize.
     saved, written = driver.save(sub, good, np.uint16)
     assert saved is None and written == {"tokens.bin": good.astype("<u2").tobytes()}, (
-        f"data.save_tokens(np.arange(10), path) {raised_text(saved)} and left {sorted(written)}, expected tokens.bin "
-        "holding the 10 tokens: a function earns its error-path points only when it also answers a valid call")
+        f"data.save_tokens({driver.short(good)}, path) {raised_text(saved)} and left {sorted(written)}, expected "
+        f"tokens.bin holding its {len(good)} tokens: a function earns its error-path points only when it also "
+        "answers a valid call")
     raised, files = driver.save(sub, tokens, dtype, existing=existing)
     call = f"data.save_tokens({driver.short(tokens)}, path, dtype=np.{np.dtype(dtype).name}) [{why}]"
     assert refused(raised), f"{call} {raised_text(raised)}, expected ValueError"
