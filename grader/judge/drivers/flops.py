@@ -31,9 +31,10 @@ from .local import JUDGE, one_thread
 
 WARMUP = 3
 # While a paused call runs, the worker runs RUN_SECONDS, then stands still STOP_SECONDS, over and over:
-# it can run a tenth of the call's wall time at most, however the machine is loaded (a scheduler that
-# lets a stopped task catch up afterwards cannot give it what it missed while stopped).
-RUN_SECONDS, STOP_SECONDS = 0.001, 0.009
+# it can run a thirtieth of the call's wall time at most (a tenth or so as the judge's thread wakes
+# late), however the machine is loaded: a scheduler that lets a stopped task catch up afterwards
+# cannot give it what it missed while stopped.
+RUN_SECONDS, STOP_SECONDS = 0.001, 0.029
 
 
 def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> tuple[float, float]:

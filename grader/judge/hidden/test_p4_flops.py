@@ -262,30 +262,32 @@ def assert_spent_cpu(calls: list[tuple[Rounds, float]], call: str) -> None:
 # A timing must also follow what the submission cannot foresee: in PAUSED extra rounds, placed at
 # random, the judge stops and continues the worker's whole tree over and over while the call runs
 # (grader/judge/drivers/flops.py, paused_call), so that it can run only a share r of the call's wall
-# time (about a tenth; measured per call). Each product then takes at least its CPU time / r of wall
-# time, whatever else loads the machine: a timing of the products reports that much (within CPU_SHARE,
-# as for the CPU time spent), and at least STRETCH times what it reports unpaused (a loaded machine
-# that leaves the worker a share c of a core stretches a paused call about c / r times: 1.5 holds
-# while c is above 0.15). A forecast made before the call (one small product timed, scaled up,
-# inflated even, then waited or spun out) reports what an unpaused call would.
-PAUSED, STRETCH = 2, 1.5
+# time (about a tenth; measured per call). Each product then takes about its CPU time / r of wall time,
+# whatever else loads the machine (seen: 0.8-1.2 times that; a product's CPU time itself varies with
+# what shares the core, hence PAUSED_SHARE), and a loaded machine that leaves the worker a share c of a
+# core stretches a paused call c / r times or more, even where the scheduler lets it catch up after
+# each stop (STRETCH = 2 holds while c is above 0.2). A forecast made before the call (one small
+# product timed, scaled up, then waited or spun out) reports what an unpaused call would. Only calls
+# that time many products are paused: a couple of products fit in a few of the worker's running
+# windows, and their time would be luck.
+PAUSED, PAUSED_SHARE, STRETCH = 2, 0.25, 2.0
 
 
 def assert_follows_pauses(found: Rounds, call: str) -> None:
-    """Measured from outside: each call the judge paused at random reports at least a product's CPU
-    time divided by the share of the call's wall time the worker could run, and the paused calls
-    report longer times than the others."""
+    """Measured from outside: a call the judge paused at random reports at least PAUSED_SHARE of a
+    product's CPU time divided by the share of the call's wall time the worker could run, and at
+    least STRETCH times what the calls it left alone report."""
     cpu = min(found.reference_cpu)
-    for value, stopped in found.paused():
-        want = CPU_SHARE * cpu / (1 - stopped)
-        assert value >= want, (
-            f"{call} returned {value:.3g} s per product from a call in which the judge kept your process stopped "
-            f"{stopped:.0%} of the time, but one product needs about {cpu:.3g} s of CPU time, so it took at least "
-            f"{want:.3g} s there: a timing of the products follows the time they took, a forecast does not "
-            "(time the products themselves with time.perf_counter)")
-    paused, free = min(value for value, _ in found.paused()), min(found.free())
+    value, stopped = max(found.paused(), key=lambda pair: pair[0] * (1 - pair[1]))
+    want = PAUSED_SHARE * cpu / (1 - stopped)
+    assert value >= want, (
+        f"{call} returned {value:.3g} s per product from a call in which the judge kept your process stopped "
+        f"{stopped:.0%} of the time, but one product needs about {cpu:.3g} s of CPU time, so it took about "
+        f"{cpu / (1 - stopped):.3g} s there (at least {want:.3g} s was expected): a timing of the products "
+        "follows the time they took, a forecast does not (time the products themselves with time.perf_counter)")
+    paused, free = max(value for value, _ in found.paused()), min(found.free())
     assert paused >= STRETCH * free, (
-        f"{call} returned {paused:.3g} s per product at best from calls in which the judge kept your process "
+        f"{call} returned {paused:.3g} s per product at most from calls in which the judge kept your process "
         f"stopped most of the time, and {free:.3g} s from calls it left alone: a timing of the products is "
         f"at least {STRETCH:g} times longer when they took longer, a forecast is not "
         "(time the products themselves with time.perf_counter)")
@@ -294,7 +296,7 @@ def assert_follows_pauses(found: Rounds, call: str) -> None:
 def cpu_timings(sub, repeats: int | float) -> Rounds:
     n = CPU_SIZE
     return timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.float32, "cpu"), int(repeats),
-                        paused=PAUSED if repeats <= CPU_REPEATS else 0, repeats=repeats)
+                        paused=PAUSED if repeats >= CPU_REPEATS else 0, repeats=repeats)
 
 
 @pytest.mark.points(1)
@@ -321,7 +323,7 @@ def test_time_matmul_is_the_mean_of_one_product(sub):
                             repeats)
     assert_spent_cpu([(found, repeats) for repeats, found in rounds.items()],
                      f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={few} and {many!r})")
-    assert_follows_pauses(rounds[few], f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={few!r})")
+    assert_follows_pauses(rounds[many], f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={many!r})")
     timed = {repeats: min(found.free()) for repeats, found in rounds.items()}
     # The mean of 64 products and of 2 products differ only by noise; a total would be 32x larger.
     assert timed[many] < 6 * timed[few], (
