@@ -92,7 +92,9 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--gpu", action="store_true",
                         help="accept a GPU runner instead: reference 100 with every GPU test run, stubs 0, GPU-only "
                              "mutants killed, versions and GPU test times in one table (refuses without CUDA)")
-    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs) if a.gpu else
+    parser.add_argument("--out", type=arguments.output_folder, default=None,
+                        help="with --gpu: keep the table and the reference's and stubs' results.json in this folder")
+    return lambda a: (importlib.import_module("grader.selfproof.acceptance").main(jobs=a.jobs, out=a.out) if a.gpu else
                       importlib.import_module("grader.selfproof.selfcheck").main(
                           jobs=a.jobs, full=a.full, quick=a.quick, mutants=a.mutants, sections=a.sections))
 
@@ -180,6 +182,12 @@ def _call_within_budget(args: argparse.Namespace) -> None:
         raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
 
 
+def _acceptance_out(args: argparse.Namespace) -> None:
+    """``selfcheck --out`` keeps the GPU acceptance's gradings: it goes with ``--gpu``."""
+    if args.command == "selfcheck" and args.out is not None and not args.gpu:
+        raise UsageError("grader selfcheck: --out keeps the GPU acceptance's table and gradings: use it with --gpu")
+
+
 def _isolation_available(args: argparse.Namespace) -> None:
     """``--isolation require-strong`` on a host that cannot give it is refused before grading."""
     if getattr(args, "isolation", "auto") != "require-strong":
@@ -192,7 +200,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
                          f"it lacks {'; '.join(level.lacks)}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _isolation_available]  # across options
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _acceptance_out, _isolation_available]  # across options
 COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _show, _gradescope_bundle, _mutate]
 
 

@@ -24,7 +24,7 @@ from rich.table import Table
 from . import mutants as mutant_catalog
 from ..grading.grade import grade
 from ..paths import ASSIGNMENT, SOLUTIONS
-from ..grading.results import GradingResult
+from ..grading.results import GradingResult, write_json_atomic
 
 PROBE = """import json, torch
 cuda = torch.cuda.is_available()
@@ -109,8 +109,10 @@ def _grade_mutant(mutant: mutant_catalog.Mutant, jobs: int) -> GradingResult:
         return grade(package, gpu="require", profile="ci", problems=[mutant.problem], jobs=jobs, diagnose=False)
 
 
-def main(*, jobs: int = 2) -> int:
-    """0 when this machine is accepted as a GPU runner, 1 when a check failed, 2 without CUDA."""
+def main(*, jobs: int = 2, out: Path | None = None) -> int:
+    """0 when this machine is accepted as a GPU runner, 1 when a check failed, 2 without CUDA; with
+    ``out``, the reference's and the stubs' results.json are kept there (``solutions.json``,
+    ``assignment.json``) beside the table (``acceptance.txt``)."""
     console = Console()
     found = probe()
     why = refusal(found)
@@ -122,4 +124,10 @@ def main(*, jobs: int = 2) -> int:
     graded = [(m, _grade_mutant(m, jobs)) for m in mutant_catalog.load() if m.gpu]
     lines = verdicts(reference, stubs, graded)
     console.print(table(found, reference, lines))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "solutions.json", reference.to_gradescope_dict())
+        write_json_atomic(out / "assignment.json", stubs.to_gradescope_dict())
+        recorder = Console(file=(out / "acceptance.txt").open("w"), width=200)
+        recorder.print(table(found, reference, lines))
     return 0 if all(line.ok for line in lines) else 1

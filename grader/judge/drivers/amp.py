@@ -11,14 +11,14 @@ and, on a GPU, its device memory as the NVIDIA driver reports it.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from grader.containment import gpu, tree
 from grader.judge.handle import Remote, Submission
 
 from .local import Handle, Side
@@ -294,38 +294,23 @@ def plain_forward(sub: Submission, blocks: list[Remote], x: Remote) -> Remote:
     return value
 
 
-def device_memory(pid: int) -> tuple[int | None, str]:
-    """The device memory the NVIDIA driver reports for process ``pid`` (summed over GPUs) and its
-    source; None (with the reason) when neither NVML nor ``nvidia-smi`` can say."""
-    try:
-        import pynvml
-    except ImportError:
-        pynvml = None
-    if pynvml is not None:
-        try:
-            pynvml.nvmlInit()
-            used = [proc.usedGpuMemory or 0 for index in range(pynvml.nvmlDeviceGetCount())
-                    for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(index))
-                    if proc.pid == pid]
-            return (sum(used) if used else None), f"NVML (no process {pid} listed)" if not used else "NVML"
-        except pynvml.NVMLError as exc:
-            return None, f"NVML failed: {exc}"
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None, "neither pynvml (nvidia-ml-py) nor nvidia-smi is available"
-    listing = subprocess.run([smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30).stdout
-    used = [int(mib) << 20 for line in listing.splitlines() if "," in line
-            for found, mib in [line.split(",", 1)] if found.strip() == str(pid) and mib.strip().isdigit()]
-    return (sum(used) if used else None), "nvidia-smi" if used else f"nvidia-smi (no process {pid} listed)"
+@dataclass(frozen=True)
+class CudaCheckpointed:
+    """One CUDA run of ``amp.checkpointed`` then backward, measured (``cuda_checkpointed``)."""
+
+    peak: int  # torch.cuda.max_memory_allocated in the worker: its own figure, for the message
+    device_grown: int | None  # device memory the NVIDIA driver shows the worker gaining during the forward
+    host_grown: int  # host memory the worker's tree gained during the forward, as the kernel counts it
+    why_no_device: str  # why the driver could not say (when device_grown is None)
+    missing: int  # parameters left without a gradient
 
 
-def cuda_checkpointed(sub: Submission, depth: int, width: int, n: int) -> tuple[int, int | None, str, int]:
+def cuda_checkpointed(sub: Submission, depth: int, width: int, n: int) -> CudaCheckpointed:
     """``amp.checkpointed`` on ``depth`` MLP blocks and x of shape (n, width) on CUDA, then backward,
-    twice (the first run warms up kernels and the caching allocator): the worker's peak
-    (``torch.cuda.max_memory_allocated``, in-process), how much device memory the NVIDIA driver shows
-    its process gaining during the forward (None when it cannot tell) and that reading's source,
-    and the number of parameters left without a gradient."""
+    twice (the first run warms up kernels and the caching allocator). What the forward keeps for
+    backward is measured from outside on the second run, cache emptied after it: on the device by
+    the NVIDIA driver (NVML, for the worker's process tree) and on the host by the kernel
+    (``Submission.measure``), so that activations moved off the GPU still count."""
     sub.lib("torch.manual_seed", 0)
     held, _ = blocks(sub, block(width), depth, device="cuda")
     x = sub.lib("torch.randn", n, width, device="cuda")
@@ -338,16 +323,20 @@ def cuda_checkpointed(sub: Submission, depth: int, width: int, n: int) -> tuple[
         cuda("synchronize"), cuda("empty_cache")
         return output
 
-    reasons, pid = [], sub.worker_pid()
+    workers = tree.pids(sub.worker_pid())
     for _ in range(2):
         held.call("zero_grad", set_to_none=True)
         cuda("synchronize"), cuda("empty_cache"), cuda("reset_peak_memory_stats")
-        grown, output = held_after(forward, lambda: reasons.append(device_memory(pid)) or reasons[-1][0])
+        return_freed_memory(sub)
+        host_before, device_before = held_bytes(sub), gpu.device_bytes(workers)
+        output = forward()
+        host_grown, device_after = held_bytes(sub) - host_before, gpu.device_bytes(workers)
         backward_of_square_sum(output)
         output.release()
         cuda("synchronize")
-    peak = cuda("max_memory_allocated")
-    return peak, grown, reasons[-1][1], sum(grad is None for grad in gradients(sub, held))
+    device_grown = None if device_before is None or device_after is None else device_after - device_before
+    return CudaCheckpointed(cuda("max_memory_allocated"), device_grown, host_grown, gpu.unavailable() or "",
+                            sum(grad is None for grad in gradients(sub, held)))
 
 
 def cuda_training(sub: Submission, recipe: Recipe, dim: int, small: tuple[torch.Tensor, torch.Tensor], steps: int,

@@ -4,7 +4,7 @@ Everything here runs in the judge. Files go through the exchange folder (``sub.e
 the judge writes the inputs and reads what the submission left, through descriptors that never
 follow a link the worker may have planted there. The worker runs only the submission's functions
 and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.random.default_rng``,
-``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.cuda.host_memory_stats``).
+``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.zeros``).
 What a call costs the worker's whole process tree is read by the judge from outside it (its
 cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs, and what
 a token file lost to the page cache from the file itself (``pagecache``: the judge's own mapping
@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from ...containment import gpu, tree
 from ..handle import Remote, StudentError, Submission
 from ...wire import Raised
 from . import pagecache
@@ -288,21 +289,19 @@ def _held(folder: Folder, name: str, size: int) -> Iterator[tuple[str, int]]:
 
 # -- CUDA ------------------------------------------------------------------------------------------
 
-PINNED_COUNTERS = ("num_host_alloc", "allocations.allocated", "active_requests.allocated")
-
-
 def cuda_batch(sub: Submission, tokens: np.ndarray, batch_size: int, context_length: int,
-               seed: int) -> tuple[Batch, bool]:
+               seed: int) -> tuple[Batch, int]:
     """``get_batch(tokens, B, L, "cuda", np.random.default_rng(seed))``: the batch with its devices,
-    and whether torch's pinned host allocator in the worker handed out a block during the call
-    (``torch.cuda.host_memory_stats``: a library counter in the worker, not a measurement from outside)."""
+    and how many bytes of pinned host memory the worker's process tree gained during the call, read
+    from outside it (``containment.gpu.pinned_host_bytes``: the mappings CUDA makes for page-locked
+    memory). CUDA is initialized in the worker first, so that only the call's own mappings count."""
+    sub.lib("torch.zeros", 1, device="cuda").release()
     with token_source(sub, tokens) as source, holding(sub.lib("numpy.random.default_rng", seed)) as generator:
-        before = library(sub, "torch.cuda.host_memory_stats")
+        workers = tree.pids(sub.worker_pid())
+        before = gpu.pinned_host_bytes(workers)
         batch = get_batch(sub, source, batch_size, context_length, "cuda", generator, devices=True)
-        after = library(sub, "torch.cuda.host_memory_stats")
-    counted = [key for key in PINNED_COUNTERS if isinstance(after, dict) and isinstance(before, dict)
-               and key in after and key in before]
-    return batch, any(after[key] > before[key] for key in counted)
+        after = gpu.pinned_host_bytes(workers | tree.pids(sub.worker_pid()))
+    return batch, after - before
 
 
 def short(tokens: Any) -> str:

@@ -5,11 +5,13 @@ The reference timing runs in the judge process; the submission's ``time_matmul``
 each of those calls (a timer that reports products it never ran cannot have taken less wall time
 than they need) and the CPU time the worker's whole process tree spent over the rounds (a timer
 that sleeps instead of computing spends none; ``Submission.measure``). Rounds interleave the two, so that load on the machine affects them alike.
-In half the rounds, drawn by the judge at random, the judge stops and continues the worker's whole
-tree over and over while the call runs (``Submission.pause``): a timing of the product stretches
-with the time the worker stood still, a forecast made before the call cannot know which calls
-those are.
-CPU timings run on one thread on both sides: on a busy grading machine a multi-threaded matmul
+In a few extra rounds placed at random, the judge stops and continues the worker's whole tree over
+and over while the call runs (``Submission.pause``, ``paused_call``): a timing of the products
+stretches with the time the worker stood still, a forecast made before the call cannot know which
+calls those are. On CUDA the GPU's work is read from outside too (``gpu_work``): the energy the
+board draws above idle while the judge runs products and while the submission's timer runs the same
+number (NVML), so that a timer that reports a CUDA-event time for one product and sleeps through the
+rest draws next to nothing. CPU timings run on one thread on both sides: on a busy grading machine a multi-threaded matmul
 waits for a descheduled sibling thread and its time jumps by 10-30x from one call to the next,
 while a single thread only slows down with the load.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import random
 import threading
 import time
@@ -27,9 +30,11 @@ from typing import Any
 
 import torch
 
+from ...containment import gpu
 from .local import JUDGE, one_thread
 
 WARMUP = 3
+GPU_BUSY_SECONDS = 1.0  # long enough for the board's energy counter and a 10 ms utilization poll
 # While a paused call runs, the worker runs RUN_SECONDS, then stands still STOP_SECONDS, over and over:
 # it can run a thirtieth of the call's wall time at most (a tenth or so as the judge's thread wakes
 # late), however the machine is loaded: a scheduler that lets a stopped task catch up afterwards
@@ -146,3 +151,25 @@ def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: 
             found.stopped.append(share)
         found.cpu = sub.measure().cpu_seconds - spent
     return found
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """What the GPU did, read from outside (NVML), while the judge ran ``repeats`` products and while
+    the submission's ``time_matmul`` ran as many; None where NVML could not say (``why``)."""
+
+    repeats: int
+    judge: gpu.Activity | None
+    student: gpu.Activity | None
+    why: str
+
+
+def gpu_work(sub, n: int, dtype: torch.dtype, seconds_per_product: float) -> GpuWork:
+    """``time_matmul(n, n, n, dtype, "cuda", repeats=R)`` beside R products in the judge, R chosen so
+    that each lasts about ``GPU_BUSY_SECONDS``, with the GPU's activity during each."""
+    repeats = max(10, math.ceil(GPU_BUSY_SECONDS / seconds_per_product))
+    idle = gpu.idle_watts()
+    _, judge = gpu.activity(lambda: reference_seconds(n, n, n, dtype, "cuda", repeats), idle)
+    _, student = gpu.activity(
+        lambda: sub.call("flops.time_matmul", n, n, n, dtype, "cuda", repeats=repeats, timeout=120), idle)
+    return GpuWork(repeats, judge, student, gpu.unavailable() or "")

@@ -20,7 +20,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from grader.judge.drivers.flops import Rounds, timed_rounds
+from grader.judge.drivers.flops import GpuWork, Rounds, gpu_work, timed_rounds
 from grader.judge.hidden._contract import answers, refused_or_as_for
 
 H100_BF16_PEAK = 989.5e12  # dense bf16 FLOP/s (the 1979e12 of the spec sheet assumes 2:4 sparsity)
@@ -364,6 +364,9 @@ def test_matmul_mfu_on_cpu_agrees_with_an_independent_timing(sub):
 # On a GPU a synchronized timer agrees with CUDA events to a few percent; an unsynchronized one
 # times only the kernel launches, 20-30x too fast for a 4096^3 bf16 product on an H100.
 GPU_SIZE, GPU_BAND = 4096, 3.0
+# Seen on an H200: back-to-back 8192^3 bf16 products drew about 570 W above a board with two CUDA
+# contexts idle, a process that ran one product and slept next to none; half separates them widely.
+GPU_SHARE = 0.5
 
 
 @pytest.mark.gpu
@@ -372,9 +375,28 @@ def test_time_matmul_on_gpu_agrees_with_cuda_events(sub):
     """time_matmul on CUDA agrees with a CUDA-event timing (it must synchronize)"""
     # Expected: CUDA events recorded by the judge process around its own products on the same GPU.
     n = GPU_SIZE
+    # Measured from outside: the energy the GPU board drew above idle during one longer call, against
+    # the judge's own products (NVML; its utilization where the board has no energy counter).
     found = timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.bfloat16, "cuda"), 10, repeats=10, timeout=120)
     assert_timing(found, f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", GPU_BAND, 10,
                   why=" (far too fast: the clock stopped before the GPU finished, call torch.cuda.synchronize())")
+    assert_did_gpu_work(gpu_work(sub, n, torch.bfloat16, min(found.reference)),
+                        f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda'")
+
+
+def assert_did_gpu_work(work: GpuWork, call: str) -> None:
+    """The GPU did at least GPU_SHARE of the work of the judge's products while the timer ran."""
+    assert work.judge is not None and work.student is not None, (
+        f"{call}): the grader could not read the GPU from outside ({work.why}): a problem of the grading machine, "
+        "not of your code; tell your instructor")
+    if work.judge.joules is not None and work.student.joules is not None:
+        spent, expected, unit = work.student.joules, work.judge.joules, "J above idle"
+    else:
+        spent, expected, unit = work.student.utilization, work.judge.utilization, "% mean utilization"
+    assert spent >= GPU_SHARE * expected, (
+        f"{call}, repeats={work.repeats}): the GPU drew {spent:.3g} {unit} while your timer ran, as the NVIDIA driver "
+        f"reports from outside your process, but {work.repeats} such products drew {expected:.3g} {unit} in the judge: "
+        "a timer must run every product it times (one product timed and the rest waited out is not a timing)")
 
 
 @pytest.mark.gpu

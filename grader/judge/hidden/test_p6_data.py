@@ -368,15 +368,15 @@ def test_memory_of_sampling_a_256mib_file(sub):
 def test_cuda_batches_come_from_pinned_memory(sub):
     """On CUDA the batch is int64 on the GPU, copied from pinned host memory with non_blocking=True."""
     # Checked in the judge: the device of each returned tensor (read back from the worker) and
-    # every row against the judge's tokens. Pinned memory: the growth of torch's pinned host
-    # allocator counters (torch.cuda.host_memory_stats, read in the worker: a library counter, the
-    # one figure here not taken from outside). non_blocking=True leaves no trace once the copy is
-    # done and is not checked. Not verified on a CPU-only machine.
+    # every row against the judge's tokens. Pinned memory, read from outside the worker: the
+    # page-locked host memory CUDA maps into the worker's processes during the call (shared
+    # /dev/zero mappings in /proc/<pid>/maps; a copy from pageable memory adds none). non_blocking=True
+    # leaves no trace once the copy is done and is not checked.
     tokens = np.random.default_rng(9).integers(0, 50_000, size=20_000).astype(np.uint16)
     got, pinned = driver.cuda_batch(sub, tokens, batch_size=8, context_length=64, seed=3)
     what = "data.get_batch(20000 tokens, 8, 64, 'cuda', rng)"
     driver.check_windows(tokens, got.value, 8, 64, what)
     assert got.devices and all(d.startswith("cuda") for d in got.devices), (
         f"{what} returned tensors on {list(got.devices)}, expected the GPU")
-    assert pinned, (f"{what}: torch's pinned host allocator handed out no block during the call: build the batch "
-                    "on the CPU, pin it, then .to(device, non_blocking=True) (x.pin_memory().to(device, non_blocking=True))")
+    assert pinned > 0, (f"{what}: no pinned (page-locked) host memory was allocated during the call: build the batch "
+                        "on the CPU, pin it, then .to(device, non_blocking=True) (x.pin_memory().to(device, non_blocking=True))")

@@ -23,7 +23,9 @@ filled in when a submission is written.
   on top of what the stub earns (purely static checks) is a gain from the trick alone.
 
 ``fails`` lists tests that must not pass whatever the control says (an attack on one test's
-check: ``expect = "reference"`` with the one test it cheats on).
+check: ``expect = "reference"`` with the one test it cheats on). ``gpu = true`` marks an attack on a
+GPU test: it runs only where CUDA does (``python -m grader.selfproof.hostile --gpu`` on a GPU
+runner, ``grader/bench/gpu_runner.sh``) and is reported as not run elsewhere.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Attack:
     description: str
     expect: str
     quick: bool = False
+    gpu: bool = False  # proved only where CUDA runs (``--gpu``): it cheats on a GPU test
     function: str = ""
     prepend: str = ""
     append: str = ""

@@ -119,9 +119,22 @@ def _table(rows: list[Row]) -> Table:
     return table
 
 
-def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2) -> int:
-    """Grade each selected attack (all, the quick subset, or those named) and print one row each; 0 when all hold."""
-    catalog = [a for a in load() if (not attacks or a.id in attacks) and (not quick or a.quick or attacks)]
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2, gpu: bool = False) -> int:
+    """Grade each selected attack (all, the quick subset, those named, or with ``gpu`` the attacks on GPU
+    tests alone) and print one row each; 0 when all hold. Attacks on GPU tests run only where CUDA does."""
+    catalog = [a for a in load() if (not attacks or a.id in attacks) and (not quick or a.quick or attacks)
+               and (a.gpu or not gpu)]
+    if any(a.gpu for a in catalog) and not _cuda():
+        console.print(f"[yellow]not run: needs a GPU[/] {', '.join(a.id for a in catalog if a.gpu)}")
+        if gpu:
+            return 2
+        catalog = [a for a in catalog if not a.gpu]
     present = {key for key in PROBLEMS if hidden_suites([key], HIDDEN)}
     skipped = [a for a in catalog if a.problem not in present]
     catalog = [a for a in catalog if a.problem in present]

@@ -104,6 +104,7 @@ BAD_OTHER_ARGUMENTS = [
     (["gradescope-bundle", "bundle.tar"], "the bundle is a .zip file"),
     (["selfcheck", "--jobs", "0"], "--jobs: must be at least 1"),
     (["selfcheck", "--sections", "everything"], "unknown section(s) everything"),
+    (["selfcheck", "--out", "kept"], "--out keeps the GPU acceptance's table and gradings: use it with --gpu"),
     (["no-such-command"], "invalid choice"),
     ([], "the following arguments are required: COMMAND"),
 ]

@@ -1,0 +1,69 @@
+"""The GPU readings taken from outside a worker (grader/containment/gpu.py), as far as a machine
+without a GPU can check them: the pinned-memory reading counts shared /dev/zero mappings and
+nothing else, every NVML reading answers None (with a reason) where NVML cannot be used, and the
+attacks on GPU tests are not run without CUDA. Their proof on a GPU is grader/bench/gpu_runner.sh
+(README, "Proved on a GPU")."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from grader.containment import gpu
+from grader.paths import KIT_ROOT
+from grader.selfproof.hostile import check, load
+
+NO_NVML = "import sys; sys.modules['pynvml'] = None\n"
+
+
+def test_pinned_host_bytes_counts_shared_dev_zero_mappings_only():
+    me = {os.getpid()}
+    before = gpu.pinned_host_bytes(me)
+    private = mmap.mmap(-1, 8 << 20, flags=mmap.MAP_PRIVATE)  # pageable memory: not counted
+    assert gpu.pinned_host_bytes(me) == before
+    with open("/dev/zero", "r+b") as zero:
+        shared = mmap.mmap(zero.fileno(), 4 << 20, flags=mmap.MAP_SHARED)  # how CUDA maps pinned memory
+    assert gpu.pinned_host_bytes(me) == before + (4 << 20)
+    shared.close()
+    private.close()
+    assert gpu.pinned_host_bytes(me) == before
+
+
+def test_pinned_host_bytes_of_a_gone_process_is_zero():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert gpu.pinned_host_bytes({child.pid}) == 0
+
+
+def test_without_nvml_every_reading_is_none_with_a_reason(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(NO_NVML)
+    probe = ("from grader.containment import gpu\n"
+             "result, activity = gpu.activity(lambda: 42, gpu.idle_watts(0.01))\n"
+             "print(gpu.unavailable()); print(gpu.device_bytes({1}), result, activity)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{KIT_ROOT}"})
+    assert done.returncode == 0, done.stderr
+    reason, values = done.stdout.strip().splitlines()
+    assert "nvidia-ml-py" in reason
+    assert values == "None 42 None"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
+def test_attacks_on_gpu_tests_are_not_run_without_cuda(capsys):
+    assert {a.id for a in load() if a.gpu} >= {"p4-gpu-timer-sleeps", "p6-gpu-pinned-counter-forged",
+                                               "p8-gpu-activations-offloaded"}
+    assert check.main(gpu=True) == 2
+    assert "not run: needs a GPU" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_gpu_runner_script_passes_shellcheck():
+    done = subprocess.run(["shellcheck", str(KIT_ROOT / "grader" / "bench" / "gpu_runner.sh")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
