@@ -4,11 +4,12 @@ Each docstring shows the "old way" (``@``, ``transpose``, ``view``, ``permute``,
 where every dimension is a bare position such as ``-2``. Rewrite it with einops (``einsum``,
 ``rearrange``, ``reduce``, ``repeat``) so that every dimension has a name in the pattern.
 
-Form rules (checked on this file's code; docstrings and comments are ignored): every function
-below calls an einops function itself (calling another function of this file does not count),
-and no code here uses ``@``, ``matmul``, ``bmm``, ``mm``, ``transpose``, ``permute``, ``view``,
-``reshape``, ``.T``/``.mT``, ``movedim``, ``swapaxes``/``swapdims``, ``flatten``/``unflatten``,
-``tensordot``, ``torch.einsum``, ``.sum`` or ``.mean``.
+Form rules (checked on this file's code and the modules of the package it imports; docstrings and
+comments are ignored): every function below calls an einops function itself with a pattern that
+changes something (calling another function of this file does not count, nor does
+``"... -> ..."``), and no code here uses ``@``, ``matmul``, ``bmm``, ``mm``, ``transpose``,
+``permute``, ``view``, ``reshape``, ``.T``/``.mT``, ``movedim``, ``swapaxes``/``swapdims``,
+``flatten``/``unflatten``, ``tensordot``, ``torch.einsum``, ``.sum`` or ``.mean``.
 
 Results keep the input dtype (float32, float64 and bfloat16 are graded). A ``...`` in a pattern
 stands for any number of leading batch dims, none included.

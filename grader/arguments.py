@@ -35,38 +35,70 @@ def jobs(text: str) -> int:
     return value
 
 
+def seconds_value(value: float) -> float:
+    """A time limit: a finite number of seconds above 0 (ValueError otherwise)."""
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"must be more than 0 seconds, got {value:g}")
+    return value
+
+
+def seed_value(value: int) -> int:
+    """A hypothesis seed: a whole number from 0 to 2**63 - 1 (ValueError otherwise)."""
+    if not 0 <= value < 2**63:
+        raise ValueError(f"must be a whole number from 0 to 2**63 - 1, got {value}")
+    return value
+
+
+def memory_mb_value(value: int) -> int:
+    """A memory cap in MiB: a whole number, at least MIN_MEMORY_MB (ValueError otherwise)."""
+    if value < MIN_MEMORY_MB:
+        raise ValueError(f"must be at least {MIN_MEMORY_MB} MB, got {value}")
+    return value
+
+
+def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
+    """Problem keys: at least one, each of P1..P8 (ValueError otherwise)."""
+    bad = [k for k in keys if k not in PROBLEMS]
+    if bad or not keys:
+        what = f"unknown problem(s) {', '.join(bad)}" if bad else "no problem given"
+        raise ValueError(f"{what}: use P1..P8, comma-separated")
+    return list(keys)
+
+
+def _checked(check, value):
+    """``check(value)`` as an argparse type does it: its ValueError becomes ArgumentTypeError."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def seconds(text: str) -> float:
     """A time limit: a finite number of seconds above 0."""
+    return _checked(seconds_value, _number(text, float))
+
+
+def share(text: str) -> float:
+    """A share: a number from 0 to 1."""
     value = _number(text, float)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {text}")
     return value
 
 
 def seed(text: str) -> int:
     """A hypothesis seed: a whole number from 0 to 2**63 - 1."""
-    value = int(_number(text, int))
-    if not 0 <= value < 2**63:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**63 - 1, got {value}")
-    return value
+    return _checked(seed_value, int(_number(text, int)))
 
 
 def memory_mb(text: str) -> int:
     """A memory cap in MiB: a whole number, at least MIN_MEMORY_MB."""
-    value = int(_number(text, int))
-    if value < MIN_MEMORY_MB:
-        raise argparse.ArgumentTypeError(f"must be at least {MIN_MEMORY_MB} MB, got {value}")
-    return value
+    return _checked(memory_mb_value, int(_number(text, int)))
 
 
 def problems(text: str) -> list[str]:
     """Problem keys, comma-separated (``P1,P3``): at least one, each of P1..P8."""
-    keys = [part.strip().upper() for part in text.split(",") if part.strip()]
-    bad = [k for k in keys if k not in PROBLEMS]
-    if bad or not keys:
-        what = f"unknown problem(s) {', '.join(bad)}" if bad else "no problem given"
-        raise argparse.ArgumentTypeError(f"{what}: use P1..P8, comma-separated")
-    return keys
+    return _checked(problems_value, [part.strip().upper() for part in text.split(",") if part.strip()])
 
 
 def students(text: str) -> list[str]:

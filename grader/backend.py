@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from . import wire
 
@@ -66,6 +66,7 @@ class Backend(Protocol):
 
     def exchange(self) -> Exchange: ...
 
-    def sibling(self) -> Backend: ...
+    def sibling(self, withheld: Any = None) -> Backend:
+        """A separate worker of the same submission; ``withheld`` (a ``confined.config.Withheld``): library code it runs without."""
 
     def close(self) -> None: ...

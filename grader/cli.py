@@ -1,8 +1,8 @@
 """The ``grader`` command: each subcommand forwards to one module's keyword-only ``main``.
 
 Defaults come from each ``main``'s own keyword defaults, and the grading options' from
-``GradingOptions`` (built from the parsed arguments by ``GradingOptions.from_args``), so the
-command line and the Python API cannot disagree.
+``GradingOptions`` (built from the parsed arguments by ``GradingOptions.from_args``, which checks
+every value), so the command line and the Python API cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments
-from .options import GPU_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
+from .options import GPU_MODES, ISOLATION_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
 from .grading.results import VISIBILITIES
 
 
@@ -42,7 +42,8 @@ def _grading_options(parser: argparse.ArgumentParser, defaults: GradingOptions =
     parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults.not_run,
                         help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
                              "possible points) or zero (0 out of their points); never shown as failures")
-    parser.add_argument("--isolation", choices=("auto", "require-strong"), default="auto",
+    parser.set_defaults(_grading_options=True)
+    parser.add_argument("--isolation", choices=ISOLATION_MODES, default=defaults.isolation,
                         help="auto: the strongest containment this host gives; require-strong: refuse to grade "
                              "without namespaces, a syscall filter and a kernel memory limit")
 
@@ -132,8 +133,53 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                              "submissions not in it are flagged")
     parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
                         help="CSV of manual scores: student, problem or test, points, reason")
-    return lambda a: importlib.import_module("grader.classroom.gradebook").main(a.folders, csv=a.csv, roster=a.roster,
-                                                                      overrides=a.overrides)
+    parser.add_argument("--similarity", type=arguments.existing_folder, default=defaults["similarity"], metavar="DIR",
+                        help="a grader similarity output: its pairs to review are listed in the summary")
+    lms = importlib.import_module("grader.classroom.gradebook.lms")
+    parser.add_argument("--lms", choices=lms.KINDS, help="also write the totals for an LMS to import: canvas "
+                                                         "(Canvas's gradebook columns, ids from --roster) or plain")
+    parser.add_argument("--lms-out", type=arguments.csv_file, help="the LMS file (with --lms)")
+    parser.add_argument("--lms-assignment", default=lms.Export.assignment, help="the assignment's column name")
+    parser.add_argument("--missing", choices=lms.MISSING, default=lms.Export.missing,
+                        help="what error and missing rows get in the LMS file: left blank, or 0")
+    return lambda a: importlib.import_module("grader.classroom.gradebook").main(
+        a.folders, csv=a.csv, roster=a.roster, overrides=a.overrides, similarity=a.similarity,
+        lms=lms.Export(a.lms, a.lms_out, a.lms_assignment, a.missing) if a.lms else None)
+
+
+def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("classroom.similarity")
+    parser = sub.add_parser("similarity", help="compare every pair of submissions (copydetect, the stubs left out): "
+                                               "an HTML report and a CSV of pairs to review")
+    parser.add_argument("submissions", help="folder with one entry per student (as grader batch reads it), or an "
+                                            "archive of one")
+    parser.add_argument("--out", type=arguments.output_folder, required=True,
+                        help="writes OUT/similarity.html and OUT/similarity.csv")
+    parser.add_argument("--past", type=arguments.existing_folder, nargs="+", default=defaults["past"], metavar="DIR",
+                        help="earlier terms' submissions or public solutions: compared with, not among themselves")
+    parser.add_argument("--threshold", type=arguments.share, default=defaults["threshold"],
+                        help="a pair is to review from this score (share of one side's own code found in the other)")
+    parser.add_argument("--min-lines", type=arguments.jobs, default=defaults["min_lines"], metavar="N",
+                        help="... and when at least N lines match")
+    parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="processes comparing at once")
+    return lambda a: importlib.import_module("grader.classroom.similarity").main(
+        a.submissions, out=a.out, past=tuple(a.past), threshold=a.threshold, min_lines=a.min_lines, jobs=a.jobs)
+
+
+def _report(sub: argparse._SubParsersAction) -> Callable[..., int]:
+    defaults = _defaults("classroom.report")
+    parser = sub.add_parser("report", help="the class on one self-contained HTML page: totals, problems, failed "
+                                           "tests, known mistakes, errors, similarity, each student's feedback")
+    parser.add_argument("folders", nargs="+", type=arguments.existing_folder, metavar="OUT_DIR",
+                        help="batch output folders (or folders holding them), as grader gradebook reads them")
+    parser.add_argument("--html", type=arguments.output_file, required=True, help="the page to write")
+    parser.add_argument("--similarity", type=arguments.existing_folder, default=defaults["similarity"], metavar="DIR",
+                        help="a grader similarity output: its pairs to review, linked to its page")
+    parser.add_argument("--roster", type=arguments.readable_csv, default=defaults["roster"], help="as grader gradebook's")
+    parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
+                        help="as grader gradebook's")
+    return lambda a: importlib.import_module("grader.classroom.report").main(
+        a.folders, out=a.html, similarity=a.similarity, roster=a.roster, overrides=a.overrides)
 
 
 def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -176,16 +222,28 @@ def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
         problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
 
 
-def _call_within_budget(args: argparse.Namespace) -> None:
-    call, budget = getattr(args, "call_seconds", None), getattr(args, "budget_seconds", None)
-    if call is not None and budget is not None and call > budget:
-        raise UsageError(f"grader {args.command}: --call-seconds {call:g} exceeds --budget-seconds {budget:g}")
+def _grading_options_valid(args: argparse.Namespace) -> None:
+    """The grading options are checked as ``GradingOptions`` checks them (across options too), before any work."""
+    if getattr(args, "_grading_options", False):
+        try:
+            GradingOptions.from_args(args)
+        except ValueError as exc:
+            raise UsageError(f"grader {args.command}: {exc}") from None
 
 
 def _acceptance_out(args: argparse.Namespace) -> None:
     """``selfcheck --out`` keeps the GPU acceptance's gradings: it goes with ``--gpu``."""
     if args.command == "selfcheck" and args.out is not None and not args.gpu:
         raise UsageError("grader selfcheck: --out keeps the GPU acceptance's table and gradings: use it with --gpu")
+
+
+def _lms_export_named(args: argparse.Namespace) -> None:
+    """``--lms`` and ``--lms-out`` come together (and never name the gradebook's own CSV)."""
+    kind, out = getattr(args, "lms", None), getattr(args, "lms_out", None)
+    if bool(kind) != bool(out):
+        raise UsageError(f"grader {args.command}: {'--lms needs --lms-out FILE' if kind else '--lms-out needs --lms'}")
+    if out is not None and out.resolve() == args.csv.resolve():
+        raise UsageError(f"grader {args.command}: --lms-out {out} is the gradebook's own --csv")
 
 
 def _isolation_available(args: argparse.Namespace) -> None:
@@ -200,8 +258,10 @@ def _isolation_available(args: argparse.Namespace) -> None:
                          f"it lacks {'; '.join(level.lacks)}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_call_within_budget, _acceptance_out, _isolation_available]  # across options
-COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _show, _gradescope_bundle, _mutate]
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_grading_options_valid, _acceptance_out, _lms_export_named,
+                                                     _isolation_available]  # across options
+COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _report, _show, _gradescope_bundle,
+            _mutate]
 
 
 class UsageError(Exception):

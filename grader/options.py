@@ -1,20 +1,32 @@
-"""How a submission is graded: the options, their defaults (here only) and their command lines.
+"""How a submission is graded: the options, their defaults and their checks (here only).
 
-``GradingOptions`` is what ``grader grade``, ``grader batch``, the Gradescope bundle and the
-attack check share: the CLI builds it from its parsed arguments (``from_args``), ``grade``
-turns it into each judge session's command line (``judge_argv``) and ``batch`` and the attack
-check into ``grader grade``'s (``to_argv``).
+``GradingOptions`` is what ``grader grade``, ``grader batch``, the Gradescope bundle, the attack
+check and the Python API share. Every value is checked once, as the record is built (the same
+checks and one-line reasons as the command line: ``grade(path, memory_mb=10)`` is refused as
+``--memory-mb 10`` is). The CLI builds it from its parsed arguments (``from_args``); it crosses to
+each judge session as one versioned JSON record (``to_json`` / ``from_json``: the plugin's one
+option ``--grading-options``), and ``batch`` and the attack check give it to ``grader grade``'s
+command line (``to_argv``).
+
+Adding an option: a field here (default, check in ``__post_init__``) and its flag in
+``cli._grading_options``; the judge, containment and batch read the record.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields, replace
+import json
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+from . import arguments
 
 GPU_MODES = ("auto", "require", "off", "only")  # only: the GPU tests alone (a class's GPU pass)
 NOT_RUN_MODES = ("exclude", "zero")
 PROFILES = ("grading", "ci")  # hypothesis profiles a user may pick ("verdict" is the mutation tools' own)
+DERANDOMIZED = ("ci", "verdict")  # profiles whose examples do not depend on the seed (grader/judge/hidden/conftest.py)
+ISOLATION_MODES = ("auto", "require-strong")
+RECORD_VERSION = 1
 # Judges and workers let OpenMP's idle threads sleep between torch's parallel regions (where the
 # environment does not say otherwise): spinning there burns CPU time, and changes no result.
 OMP_WAIT_POLICY = "PASSIVE"
@@ -35,14 +47,28 @@ class GradingOptions:
     in_process: bool = False  # UNSAFE: student code runs in the judge (debugging the kit only)
     first_failure: bool = False  # each judge stops at its first failed test (mutation verdicts)
     diagnose: bool = True  # name the known mistake a failed test reproduces (off: verdicts alone, e.g. a kill matrix)
+    isolation: str = "auto"  # one of ISOLATION_MODES; require-strong: refuse to grade without strong containment
 
     def __post_init__(self) -> None:
-        if self.gpu not in GPU_MODES:
-            raise ValueError(f"gpu mode {self.gpu!r}: use one of {', '.join(GPU_MODES)}")
-        if self.not_run not in NOT_RUN_MODES:
-            raise ValueError(f"not_run {self.not_run!r}: use one of {', '.join(NOT_RUN_MODES)}")
+        for name, allowed in (("gpu", GPU_MODES), ("not_run", NOT_RUN_MODES), ("profile", (*PROFILES, "verdict")),
+                              ("isolation", ISOLATION_MODES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"--{name.replace('_', '-')}: invalid choice {getattr(self, name)!r} "
+                                 f"(choose from {', '.join(allowed)})")
+        for name, check in (("seed", arguments.seed_value), ("budget_seconds", arguments.seconds_value),
+                            ("call_seconds", arguments.seconds_value), ("memory_mb", arguments.memory_mb_value)):
+            try:
+                check(getattr(self, name))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"--{name.replace('_', '-')}: {exc}") from None
+        if self.call_seconds > self.budget_seconds:
+            raise ValueError(f"--call-seconds {self.call_seconds:g} exceeds --budget-seconds {self.budget_seconds:g}")
         if self.problems is not None:
-            object.__setattr__(self, "problems", tuple(sorted(self.problems)))
+            try:
+                keys = arguments.problems_value([str(key).upper() for key in self.problems])
+            except ValueError as exc:
+                raise ValueError(f"--problems: {exc}") from None
+            object.__setattr__(self, "problems", tuple(sorted(keys)))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, base: GradingOptions | None = None) -> GradingOptions:
@@ -51,10 +77,27 @@ class GradingOptions:
         return replace(base or cls(), **given)
 
     def graded_with(self) -> dict[str, Any]:
-        """How a result was graded, as results.json records it (``extra_data.options``)."""
-        return dict(gpu=self.gpu, seed=self.seed, profile=self.profile, budget_seconds=self.budget_seconds,
-                    call_seconds=self.call_seconds, memory_mb=self.memory_mb,
+        """How a result was graded, as results.json records it (``extra_data.options``); the seed only where
+        the profile draws from it (a derandomized profile's examples are the same whatever the seed)."""
+        return dict(gpu=self.gpu, seed=None if self.profile in DERANDOMIZED else self.seed, profile=self.profile,
+                    budget_seconds=self.budget_seconds, call_seconds=self.call_seconds, memory_mb=self.memory_mb,
                     problems=list(self.problems) if self.problems else None)
+
+    def to_json(self) -> str:
+        """The record a judge session receives (``--grading-options``)."""
+        return json.dumps({"version": RECORD_VERSION, **asdict(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> GradingOptions:
+        """The record ``to_json`` wrote, checked again; ValueError for another version or a malformed one."""
+        data = json.loads(text)
+        names = {f.name for f in fields(cls)}
+        if type(data) is not dict or data.get("version") != RECORD_VERSION or set(data) - {"version"} != names:
+            raise ValueError(f"not a version-{RECORD_VERSION} grading options record")
+        data.pop("version")
+        if data["problems"] is not None:
+            data["problems"] = tuple(data["problems"])
+        return cls(**data)
 
     def to_argv(self) -> list[str]:
         """The options of a ``grader grade`` command line that grades with these options."""
@@ -62,12 +105,12 @@ class GradingOptions:
                 "--budget-seconds", str(self.budget_seconds), "--call-seconds", str(self.call_seconds),
                 "--memory-mb", str(self.memory_mb), "--not-run", self.not_run]
         argv += ["--problems", ",".join(self.problems)] if self.problems else []
-        return argv + (["--in-process"] if self.in_process else [])
+        return argv + (["--in-process"] if self.in_process else []) + (
+            ["--isolation", self.isolation] if self.isolation != "auto" else [])
 
     def judge_argv(self, budget_seconds: float) -> list[str]:
-        """The options of a judge session (pytest with ``grader.judge.plugin``) with ``budget_seconds`` of its own."""
-        argv = ["--gpu", self.gpu, "--call-seconds", str(self.call_seconds), "--budget-seconds", str(budget_seconds),
-                "--memory-mb", str(self.memory_mb), "--hypothesis-profile", self.profile,
+        """The options of a judge session (pytest with ``grader.judge.plugin``) with ``budget_seconds`` of its
+        own: the record, and hypothesis's own flags for its profile and seed."""
+        record = replace(self, budget_seconds=budget_seconds, call_seconds=min(self.call_seconds, budget_seconds))
+        return ["--grading-options", record.to_json(), "--hypothesis-profile", self.profile,
                 "--hypothesis-seed", str(self.seed)]
-        return argv + (["--in-process"] if self.in_process else []) + (
-            ["--first-failure"] if self.first_failure else []) + ([] if self.diagnose else ["--no-diagnosis"])

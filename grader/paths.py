@@ -8,9 +8,9 @@ from pathlib import Path
 GRADER = Path(__file__).resolve().parent
 KIT_ROOT = GRADER.parent
 HIDDEN = GRADER / "judge" / "hidden"
-MUTANTS = GRADER / "selfproof" / "mutants"
 SOLUTIONS = KIT_ROOT / "solutions"
-ASSIGNMENT = KIT_ROOT / "assignment"
+PACKAGE = "assignment"  # the package a submission is staged as and the worker imports (confined/dispatch.py says it again)
+ASSIGNMENT = KIT_ROOT / PACKAGE
 
 
 def kit_pythonpath(environ: dict[str, str] | None = None) -> dict[str, str]:

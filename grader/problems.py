@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -24,3 +25,16 @@ PROBLEMS: dict[str, Problem] = {
 }
 MODULES = tuple(p.module for p in PROBLEMS.values())
 TOTAL_POINTS = sum(p.points for p in PROBLEMS.values())
+
+SUITE_FILE = re.compile(r"test_(p\d+)_(\w+)\.py")  # a hidden suite's file name: test_p<N>_<module>.py
+
+
+def suite_file(key: str) -> str:
+    """The file name of problem ``key``'s hidden suite (and of its public tests): ``test_p4_flops.py``."""
+    return f"test_{key.lower()}_{PROBLEMS[key].module}.py"
+
+
+def suite_problem(name: str) -> str | None:
+    """The problem key a suite file name belongs to (``test_p4_flops.py`` -> ``P4``); None for another name."""
+    found = SUITE_FILE.fullmatch(name)
+    return found.group(1).upper() if found and found.group(1).upper() in PROBLEMS else None

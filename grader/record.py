@@ -14,7 +14,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 KIND = "kit-judge-report"
-VERSION = 1
+VERSION = 2
 STATUSES = ("passed", "failed", "not_run", "error")  # error: the grader failed on this test (regrade)
 JUDGED = ("passed", "failed", "not_run")
 NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"  # until the judge sees it
@@ -47,11 +47,8 @@ class JudgeReport:
 
     complete: bool  # the session ended normally, every test judged (or deliberately not run)
     tests: list[TestRecord]
-    exitstatus: int = 0
     isolation: dict[str, str] = field(default_factory=dict)
-    gpu_used: bool = False
     import_error: str = ""
-    collection_errors: int = 0
     failed: str = ""  # why the grading of this session's problems failed (set by ``grade``, never by a judge)
 
     def to_json(self) -> str:

@@ -1,18 +1,22 @@
-"""The wire format between the judge and the worker: tagged, versioned JSON, never pickle.
+"""The wire format between the judge and the worker: tagged, versioned JSON with raw byte payloads, never pickle.
 
-Values cross as plain data: JSON scalars, tagged floats (exact IEEE bits, so -0.0 and NaN
-survive), tuples, dicts, dtypes, tensors and arrays as dtype/shape/bytes, exceptions as the
+Values cross as plain data: JSON scalars, floats (a finite one as a JSON number, which Python writes and
+reads back exactly, -0.0 included; NaN and the infinities tagged with their IEEE bits), tuples, dicts,
+dtypes, tensors and arrays as dtype/shape/bytes, exceptions as the
 qualified names of their classes plus the message, slices of ints, handles to objects the worker holds
 (``Ref``) and judge functions the worker may call back (``Callback``). Anything else crosses as an ``Opaque``
 (its type name and a short repr) that equals nothing. An ``int`` subclass is not an int.
 
-Both sides import this module; it imports neither side. ``decode`` is strict: it is what the
-judge runs on untrusted frames.
+A frame carries the bytes of tensors, arrays and ``bytes`` values beside its JSON, not inside it:
+``encode`` leaves them as ``bytes`` in the data, ``frame`` writes each after the JSON and puts its number in
+their place, and ``parse_frame`` puts them back (see "Framing" below).
+
+Both sides import this module; it imports neither side. ``decode`` and ``parse_frame`` are strict: they are
+what the judge runs on untrusted frames.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import struct
@@ -22,10 +26,14 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-VERSION = 1
+VERSION = 2
 MAX_FRAME = 512 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_TEXT = 4000
+
+
+_AS_IS = frozenset({type(None), bool, int, str})  # values that are their own encoding (finite floats too)
+_AS_IS_DECODED = frozenset({type(None), bool, int, str, float})
 
 
 class WireError(ValueError):
@@ -82,10 +90,6 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 15] + "...[truncated]"
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def _float_bits(value: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", value))[0]
 
@@ -114,17 +118,18 @@ def encode(value: Any, depth: int = 0) -> Any:
     if kind is int:
         return value
     if kind is float:
-        return {"$t": "float", "bits": _float_bits(value)}
+        return value if math.isfinite(value) else {"$t": "float", "bits": _float_bits(value)}
     if kind is complex:
         return {"$t": "complex", "re": _float_bits(value.real), "im": _float_bits(value.imag)}
-    if kind is list:
-        return [encode(item, depth + 1) for item in value]
+    if kind is list:  # plain items (most of a long list) inline, without a call each
+        return [item if type(item) in _AS_IS or (type(item) is float and -math.inf < item < math.inf)
+                else encode(item, depth + 1) for item in value]
     if kind is tuple:
         return {"$t": "tuple", "items": [encode(item, depth + 1) for item in value]}
     if kind is dict:
         return {"$t": "dict", "items": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
     if kind is bytes:
-        return {"$t": "bytes", "data": _b64(value)}
+        return {"$t": "bytes", "data": value}
     if kind is torch.dtype:
         return {"$t": "dtype", "name": str(value).removeprefix("torch.")}
     if kind is torch.device:
@@ -134,14 +139,14 @@ def encode(value: Any, depth: int = 0) -> Any:
             return _opaque(value, "not a dense tensor")
         return {"$t": "tensor", "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
                 "device": str(value.device), "requires_grad": bool(value.requires_grad),
-                "data": _b64(_tensor_bytes(value))}
+                "data": _tensor_bytes(value)}
     if kind is np.ndarray or kind is np.memmap:
         array = np.array(value, order="C")  # a copy; keeps 0-d arrays 0-d (ascontiguousarray would not)
         if array.dtype.hasobject:
             return _opaque(value, "object array")
-        return {"$t": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape), "data": _b64(array.tobytes())}
+        return {"$t": "ndarray", "dtype": array.dtype.str, "shape": list(array.shape), "data": array.tobytes()}
     if isinstance(value, np.generic) and kind.__module__ == "numpy":
-        return {"$t": "npscalar", "dtype": value.dtype.str, "data": _b64(value.tobytes())}
+        return {"$t": "npscalar", "dtype": value.dtype.str, "data": value.tobytes()}
     if kind is np.dtype or (isinstance(value, np.dtype) and kind.__module__.startswith("numpy")):
         return {"$t": "npdtype", "name": value.str}
     if isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy":
@@ -181,9 +186,9 @@ def _shape(shape: Any) -> list[int]:
     return shape
 
 
-def _bytes(data: Any) -> bytes:
-    _expect(isinstance(data, str), "bad byte payload")
-    return base64.b64decode(data, validate=True)
+def _bytes(data: Any) -> bytes | memoryview:
+    _expect(type(data) in (bytes, memoryview), "bad byte payload")
+    return data
 
 
 def _float(bits: Any) -> float:
@@ -194,10 +199,10 @@ def _float(bits: Any) -> float:
 def decode(data: Any, depth: int = 0) -> Any:
     """Rebuild a value from JSON data; strict, for untrusted input."""
     _expect(depth <= MAX_DEPTH + 1, "value nested too deeply")
-    if data is None or type(data) in (bool, int, str):
+    if data is None or type(data) in (bool, int, str, float):
         return data
     if type(data) is list:
-        return [decode(item, depth + 1) for item in data]
+        return [item if type(item) in _AS_IS_DECODED else decode(item, depth + 1) for item in data]
     _expect(type(data) is dict and isinstance(data.get("$t"), str), f"untagged value {str(data)[:80]!r}")
     tag = data["$t"]
     if tag == "float":
@@ -212,7 +217,7 @@ def decode(data: Any, depth: int = 0) -> Any:
         _expect(type(items) is list and all(type(p) is list and len(p) == 2 for p in items), "bad dict")
         return {_hashable(decode(k, depth + 1)): decode(v, depth + 1) for k, v in items}
     if tag == "bytes":
-        return _bytes(data.get("data"))
+        return bytes(_bytes(data.get("data")))
     if tag == "dtype":
         return _torch_dtype(data.get("name"))
     if tag == "device":
@@ -278,12 +283,28 @@ def _hashable(key: Any) -> Any:
     return key
 
 
-# Framing: a 4-byte big-endian length, then a JSON object with "v" (the version) and "$type".
+# Framing: a 4-byte big-endian length, then the payload: the JSON's length (4 bytes), the JSON (an object
+# with "v", the version, and "$type"), the number of byte payloads (4 bytes), each one's length (8 bytes),
+# then the payloads themselves. In the JSON, the "data" of a value that carries bytes is the number of its
+# payload.
+
+_BYTE_TAGS = frozenset({"bytes", "tensor", "ndarray", "npscalar"})
+
 
 def frame(message: dict) -> bytes:
-    """One frame: a 4-byte big-endian length, then the versioned message as strict JSON (no NaN)."""
-    payload = json.dumps({"v": VERSION, **message}, separators=(",", ":"), allow_nan=False).encode()
-    return len(payload).to_bytes(4, "big") + payload
+    """One frame of ``message`` (its values encoded): strict JSON (no NaN), its byte payloads after it."""
+    payloads: list[bytes] = []
+
+    def payload(value: Any) -> int:
+        if type(value) is not bytes:
+            raise TypeError(f"{type(value).__name__} cannot cross the wire")
+        payloads.append(value)
+        return len(payloads) - 1
+
+    text = json.dumps({"v": VERSION, **message}, separators=(",", ":"), allow_nan=False, default=payload).encode()
+    sizes = struct.pack(f"<I{len(payloads)}Q", len(payloads), *map(len, payloads))
+    body = b"".join([len(text).to_bytes(4, "big"), text, sizes, *payloads])
+    return len(body).to_bytes(4, "big") + body
 
 
 def write_frame(stream: BinaryIO, message: dict) -> None:
@@ -312,15 +333,44 @@ def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
 
 
 def parse_frame(payload: bytes) -> dict:
-    """Parse one frame's payload (the judge side: strict about version and shape)."""
+    """Parse one frame's payload (the judge side: strict about version, shape and byte payloads)."""
+    view = memoryview(payload)
+    _expect(len(view) >= 8, "truncated frame")
+    end = 4 + int.from_bytes(view[:4], "big")
+    _expect(end + 4 <= len(view), "frame shorter than its JSON")
+    count = int.from_bytes(view[end:end + 4], "little")
+    _expect(count <= (len(view) - end - 4) // 8, "frame shorter than its byte payloads' lengths")
+    start = end + 4 + 8 * count
+    payloads = []
+    for size in struct.unpack_from(f"<{count}Q", view, end + 4):
+        _expect(start + size <= len(view), "frame shorter than its byte payloads")
+        payloads.append(view[start:start + size])
+        start += size
+    _expect(start == len(view), "bytes after a frame's payloads")
     try:
-        message = json.loads(payload)
+        message = json.loads(str(view[4:end], "utf-8"), object_hook=_payloads_in(payloads) if payloads else None)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"frame is not JSON: {exc}") from exc
     _expect(type(message) is dict, "frame is not an object")
     _expect(message.get("v") == VERSION, f"wire version {message.get('v')!r}, expected {VERSION}")
     _expect(isinstance(message.get("$type"), str), "frame without $type")
     return message
+
+
+def _payloads_in(payloads: list[memoryview]) -> Any:
+    """A ``json.loads`` object hook that puts each byte payload in place of its number."""
+    def place(value: dict) -> dict:
+        if value.get("$t") in _BYTE_TAGS and "data" in value:
+            number = value["data"]
+            _expect(type(number) is int and 0 <= number < len(payloads), f"bad byte payload number {number!r}")
+            value["data"] = payloads[number]
+        return value
+    return place
+
+
+def crossed(message: dict) -> dict:
+    """``message`` as the other side reads it: framed and parsed (for a backend without pipes)."""
+    return parse_frame(frame(message)[4:])
 
 
 def frame_length(header: bytes) -> int:

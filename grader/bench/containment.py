@@ -35,8 +35,8 @@ def main() -> int:
     parser.add_argument("--problems", default="P1,P2")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    if bubblewrap.usable():
-        print(f"bubblewrap cannot be compared here: {bubblewrap.usable()}")
+    if bubblewrap.why_not_usable():
+        print(f"bubblewrap cannot be compared here: {bubblewrap.why_not_usable()}")
         return 1
     problems = args.problems.split(",")
     seconds: dict[str, list[float]] = {name: [] for name in MODES}

@@ -29,7 +29,7 @@ from pathlib import Path
 from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
-from grader.grading.submission import stage
+from grader.submission import stage
 
 FIXTURES = KIT_ROOT / "grader" / "tests" / "fixtures"
 MISTAKE = re.compile(r"# mistake: (\S+)")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from grader.paths import KIT_ROOT
-from grader.grading.submission import stage
+from grader.submission import stage
 
 MISTAKES = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes"
 

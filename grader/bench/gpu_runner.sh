@@ -58,7 +58,7 @@ class_cpu() {  # three submissions (reference, stubs, a GPU-only mutant), then t
 import shutil, sys
 from pathlib import Path
 from grader.paths import ASSIGNMENT, SOLUTIONS
-from grader.selfproof import mutants
+from grader import mistakes
 dest = Path(sys.argv[1])
 shutil.copytree(SOLUTIONS, dest / "reference" / "assignment", ignore=shutil.ignore_patterns("__pycache__"))
 shutil.copytree(ASSIGNMENT, dest / "stubs" / "assignment", ignore=shutil.ignore_patterns("__pycache__"))

@@ -41,7 +41,7 @@ def kind(process: psutil.Process) -> str:
         return "bubblewrap"
     if "-m grader grade" in text:
         return "grade command"
-    if "-m pytest" in text:
+    if "-m pytest" in text or "-m grader.judge.session" in text:
         return "judge (pytest)"
     if len(argv) > 1 and argv[1] == "-I":
         return "worker"

@@ -92,14 +92,14 @@ def main() -> int:
     (package / "__init__.py").write_text("")
     (package / "tricks.py").write_text(BALLOON)
     modes = {"bubblewrap": {}, "hand-written namespaces": {"bubblewrap": False}, "no namespaces": {"namespaces": False}}
-    if bubblewrap.usable():
+    if bubblewrap.why_not_usable():
         del modes["bubblewrap"]
     real_create = cgroups.create
     print(f"cap {args.cap_mb} MiB, {args.gib} GiB written; host memory in use rose by (peak - before):")
     for name, options in modes.items():
         for with_cgroup in (True, False):
             cgroups.create = real_create if with_cgroup else (lambda *a: None)
-            limits = Limits(call_seconds=60, memory_bytes=args.cap_mb << 20, disk_bytes=(args.gib + 1) << 30,
+            limits = Limits(memory_bytes=args.cap_mb << 20, disk_bytes=(args.gib + 1) << 30,
                             **options)
             for where in ("memfd", "/dev/shm", "/tmp"):
                 ended, rise = run(package, limits, where, args.gib)

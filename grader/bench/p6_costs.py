@@ -18,19 +18,20 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from grader.selfproof import hostile, mutants
+from grader import mistakes
+from grader.selfproof import hostile
 from grader.judge.drivers import data
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
 from grader.judge.handle import Submission
-from grader.grading.submission import stage
+from grader.submission import stage
 
 DEFAULT = ["p6-reads-whole-memmap", "p6-walks-the-file-through-small-mappings"]
 
 
 def costs(package: Path, size: int) -> tuple[data.Cost, data.Cost]:
     """(what load_tokens cost, what 2 x get_batch(8, 256) cost) for the submission in ``package``."""
-    backend = Worker(package, Limits(call_seconds=120))
+    backend = Worker(package, Limits())
     try:
         sub = Submission(backend, package)
         data.warm_up(sub)
@@ -44,10 +45,10 @@ def costs(package: Path, size: int) -> tuple[data.Cost, data.Cost]:
 def package_of(name: str, dest: Path) -> Path:
     """The reference, or the reference with the named mutant or attack, written under ``dest``."""
     if name == "reference":
-        return stage(mutants.SOLUTIONS, dest)
-    mutant = {m.id: m for m in mutants.load()}.get(name)
+        return stage(mistakes.SOLUTIONS, dest)
+    mutant = {m.id: m for m in mistakes.load()}.get(name)
     if mutant is not None:
-        return mutants.materialize(mutant, dest)
+        return mistakes.materialize(mutant, dest)
     attack = {a.id: a for a in hostile.load()}.get(name)
     if attack is None:
         raise SystemExit(f"no mutant or attack named {name}")

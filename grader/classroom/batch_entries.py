@@ -12,6 +12,7 @@ import os
 import shutil
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,12 +68,15 @@ def class_folder(source: Path, scratch: Path) -> Path:
     if not source.is_file():
         raise BatchError(f"no such folder or archive: {source}")
     dest = scratch / "class"
-    if zipfile.is_zipfile(source):
-        shutil.unpack_archive(source, dest, "zip")  # skips absolute and '..' member names
-    elif tarfile.is_tarfile(source):
-        with tarfile.open(source) as archive:
-            archive.extractall(dest, filter="data")
-    else:
-        raise BatchError(f"{source.name}: expected a folder of submissions or a .zip/.tar.gz of one")
+    try:
+        if zipfile.is_zipfile(source):
+            shutil.unpack_archive(source, dest, "zip")  # skips absolute and '..' member names
+        elif tarfile.is_tarfile(source):
+            with tarfile.open(source) as archive:
+                archive.extractall(dest, filter="data")
+        else:
+            raise BatchError(f"{source.name}: expected a folder of submissions or a .zip/.tar.gz of one")
+    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, NotImplementedError) as exc:
+        raise BatchError(f"{source.name}: not a readable archive ({exc})") from None
     top = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
     return top[0] if len(top) == 1 and top[0].is_dir() else dest

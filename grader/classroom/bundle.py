@@ -30,9 +30,9 @@ LEFT_OUT = (("tests",), ("bench",), ("classroom", "cluster"), ("release",))  # f
 
 
 def _left_out(parts: tuple[str, ...], path: Path) -> bool:
-    """Not bundled: the folders above, caches, and the mutant catalogs (they quote the reference)."""
+    """Not bundled: the folders above, caches, and the catalog of known mistakes (it quotes the reference)."""
     return (any(parts[:len(folder)] == folder for folder in LEFT_OUT) or "__pycache__" in parts
-            or path.suffix == ".pyc" or (parts[:2] == ("selfproof", "mutants") and path.suffix == ".toml"))
+            or path.suffix == ".pyc" or (parts[:1] == ("mistakes",) and path.suffix == ".toml"))
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 TESTED_TORCH = "torch==2.13.0"  # the version the kit's tests ran with; --torch changes it
 GRADESCOPE_MEMORY_MB, GRADESCOPE_SECONDS = 768, 600  # Gradescope's default container: 768 MB, 10 minutes

@@ -7,7 +7,21 @@ command line, read back by ``confine.py`` before any student code runs.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """Library code one worker runs without (P5's: torch's optimizers), chosen by the judge.
+
+    ``covers``: files of the interpreter's tree -> the text bound read-only over them where the worker
+    has its own root (all the worker can read of them there); ``kernels``: prefixes of aten
+    operator names (``aten::_foreach_``) whose kernels raise ``rule`` in the worker, registered before
+    the submission is imported."""
+
+    covers: dict[str, str]
+    kernels: tuple[str, ...]
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,9 @@ class WorkerConfig:
     syscall_filter: str | None  # the seccomp program to load, relative to the working folder (None: none or bubblewrap's)
     syscalls: str  # what the syscall filter does, for the isolation record
     syscall_numbers: dict[str, int]  # numbers of the calls the C library does not wrap, on this architecture
+    covers: dict[str, str] = field(default_factory=dict)  # Withheld.covers, staged: path -> the file bound over it
+    withheld_kernels: list[str] = field(default_factory=list)  # Withheld.kernels
+    withheld_rule: str = ""  # Withheld.rule
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

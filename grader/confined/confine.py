@@ -259,6 +259,11 @@ def confine(config: WorkerConfig) -> dict[str, str]:
         obtained = _by_hand(config, parent)
     obtained["limits"] = (f"wall clock per call, files {config.file_bytes >> 20} MiB, output captured and "
                           f"truncated")
+    if config.covers:
+        obtained["withheld files"] = (
+            f"host filesystem: the {len(config.covers)} library files withheld stay readable as installed"
+            if obtained["network"].startswith("host") else
+            f"{len(config.covers)} library files covered by stubs, read-only, in its own root")
     os.environ.update(_identity(os.getcwd()))
     if program:
         _filter_syscalls(program)
@@ -272,4 +277,5 @@ def main() -> None:
     sys.path[:0] = [os.path.join(os.getcwd(), "_kit")]
     import worker  # noqa: E402 - only after confinement: it imports torch and the submission
 
-    worker.serve(config.request_fd, config.response_fd, Path(os.getcwd(), worker.PACKAGE), obtained)
+    worker.serve(config.request_fd, config.response_fd, Path(os.getcwd(), worker.PACKAGE), obtained,
+                 config.withheld_kernels, config.withheld_rule)

@@ -1,7 +1,8 @@
 """The worker's own root filesystem, built by hand where bubblewrap cannot run (standard library only).
 
 A new root on a tmpfs holding only the system folders, ``/dev``, ``/sys``, the Python
-installation and the listed read-only paths, all read-only; a size-capped private ``/tmp``
+installation and the listed read-only paths, all read-only, with stubs bound over the library files
+the worker runs without (``WorkerConfig.covers``); a size-capped private ``/tmp``
 whose ``/tmp/work`` holds a copy of the working folder (the only writable place besides
 ``/dev/shm``); masks over secret paths inside what is visible; then its own ``/proc`` and a
 ``pivot_root`` into it (``enter_root``, in the new PID namespace).
@@ -154,6 +155,10 @@ def build_root(config: WorkerConfig) -> str:
                 _mount("masked", root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=000")
             else:
                 _mount("/dev/null", root + path, None, MS_BIND)
+    for path, stub in config.covers.items():  # the library code this worker runs without
+        if any(_inside(path, b) for b in bound) and os.path.isfile(root + path):
+            _mount(stub, root + path, None, MS_BIND)
+            _read_only(root + path)
     os.makedirs(root + "/proc")
     os.makedirs(root + "/" + OLD_ROOT)
     _mount("none", root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)

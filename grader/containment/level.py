@@ -41,7 +41,7 @@ def _namespaces_work() -> str:
 def host() -> Level:
     """What a worker started now would get (each mechanism probed, nothing left behind)."""
     lacks = []
-    why_not_bwrap = bubblewrap.usable()
+    why_not_bwrap = bubblewrap.why_not_usable()
     confinement = "bubblewrap" if not why_not_bwrap else "hand-written namespaces"
     why_not_by_hand = _namespaces_work() if why_not_bwrap else ""
     if why_not_by_hand:

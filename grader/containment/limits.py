@@ -18,7 +18,6 @@ PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES
 
 @dataclass(frozen=True)
 class Limits:
-    call_seconds: float = GradingOptions.call_seconds
     start_seconds: float = 120.0
     memory_bytes: int = GradingOptions.memory_mb << 20
     output_bytes: int = 64 << 10
@@ -29,6 +28,11 @@ class Limits:
     # host that refuses namespaces gives: uid drop and limits only) picks a weaker mode, to compare modes.
     namespaces: bool = field(default_factory=lambda: os.environ.get("GRADER_CONFINEMENT") != "none")
     bubblewrap: bool = field(default_factory=lambda: os.environ.get("GRADER_CONFINEMENT") not in ("none", "namespaces"))
+
+    @classmethod
+    def of(cls, options: GradingOptions) -> Limits:
+        """A worker's limits under ``options`` (its memory cap; each call's clock is the judge's, per request)."""
+        return cls(memory_bytes=options.memory_mb << 20)
 
 
 def secret_paths() -> list[Path]:

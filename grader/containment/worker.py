@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from .. import wire
+from ..confined.config import Withheld
 from ..backend import Exchange, OnCallback, WorkerFailure
 from . import level, tree
 from .channel import Broken, Channel
@@ -38,8 +39,9 @@ class Worker:
     """A contained worker process for one submission, restarted as needed."""
 
     def __init__(self, package: Path, limits: Limits = Limits(), masks: list[Path] = (),
-                 readonly: list[Path] = ()) -> None:
+                 readonly: list[Path] = (), withheld: Withheld | None = None) -> None:
         self.package = package
+        self.withheld = withheld
         self.limits = limits
         self.masks = list(dict.fromkeys(str(Path(p).resolve()) for p in [*masks, *secret_paths(), package]))
         self.readonly = [str(Path(p).resolve()) for p in readonly]
@@ -79,7 +81,7 @@ class Worker:
 
     def _launch(self) -> None:
         """Start the process, its output drain and memory watch; read what confinement it obtained."""
-        run = self._run = launch(self.package, self.limits, self.masks, self.readonly)
+        run = self._run = launch(self.package, self.limits, self.masks, self.readonly, self.withheld)
         self._pid = None
         self._channel = Channel(run.request_w, run.response_r)
         self._output = Output(self.limits.output_bytes)
@@ -136,11 +138,12 @@ class Worker:
 
     close = stop
 
-    def sibling(self) -> Worker:
+    def sibling(self, withheld: Withheld | None = None) -> Worker:
         """A second worker for the same package, limits and masks, sharing nothing with this one
-        (its own process tree, folder, exchange, uid and cgroup); started on its first request."""
+        (its own process tree, folder, exchange, uid and cgroup), running without the library code
+        ``withheld`` names (``confined.config.Withheld``); started on its first request."""
         return Worker(self.package, self.limits, masks=[Path(p) for p in self.masks],
-                      readonly=[Path(p) for p in self.readonly])
+                      readonly=[Path(p) for p in self.readonly], withheld=withheld)
 
     # -- protocol --------------------------------------------------------------------------
 

@@ -25,10 +25,10 @@ from typing import Any
 
 from ..options import OMP_WAIT_POLICY, GradingOptions
 from ..paths import HIDDEN, kit_pythonpath
-from ..problems import PROBLEMS
+from ..problems import PROBLEMS, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
-from .submission import SubmissionError, stage
+from ..submission import SubmissionError, stage
 
 
 
@@ -40,6 +40,10 @@ REPORT_SECONDS = 1.0  # kept after the wall for writing results.json and the tab
 # A judge loads the pytest plugins it names (the kit's and hypothesis's), not every plugin installed beside
 # them: an unrelated one cannot change how a suite runs, and importing them cost each judge half a CPU-second.
 JUDGE_PLUGINS = ("grader.judge.plugin", "_hypothesis_pytestplugin")
+# Of pytest's own plugins, one a judge does without: unraisableexception turns an exception in a __del__ into a
+# warning (student code never runs in the judge) and, as pytest ends, runs the garbage collector five times over
+# torch's objects, about a CPU-second.
+JUDGE_WITHOUT = ("unraisableexception",)
 
 
 def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -55,7 +59,7 @@ class GradingError(RuntimeError):
 def hidden_suites(problems: list[str] | None = None, hidden: Path = HIDDEN) -> list[Path]:
     """The hidden test files, in problem order, optionally only for ``problems`` (P1..P8)."""
     wanted = [key for key in PROBLEMS if not problems or key in problems]
-    return [path for key in wanted for path in sorted(hidden.glob(f"test_{key.lower()}_*.py"))]
+    return [hidden / suite_file(key) for key in wanted if (hidden / suite_file(key)).is_file()]
 
 
 def _judge_budget(left: float, call_seconds: float) -> float:
@@ -80,8 +84,8 @@ def judge_command(files: list[Path], package: Path, outcomes: Path, options: Gra
                   masks: tuple[Path, ...] = ()) -> list[str]:
     """The command line of one judge session: pytest over ``files`` with the kit's plugin, grading the staged
     ``package`` with ``options`` in ``budget_seconds`` of its own, its report written to ``outcomes``."""
-    plugins = [argument for name in JUDGE_PLUGINS for argument in ("-p", name)]
-    command = [sys.executable, "-m", "pytest", *map(str, files), *plugins, "-q", "--assert=plain",
+    plugins = [argument for name in (*JUDGE_PLUGINS, *(f"no:{n}" for n in JUDGE_WITHOUT)) for argument in ("-p", name)]
+    command = [sys.executable, "-m", "grader.judge.session", *map(str, files), *plugins, "-q", "--assert=plain",
                "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
                "--submission", str(package), "--outcomes", str(outcomes), *options.judge_argv(budget_seconds)]
     for path in masks:
@@ -104,7 +108,8 @@ def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
 
 def _problems_of(files: list[Path]) -> list[str]:
     """The problems (P1..P8, in order) whose hidden suites are among ``files``."""
-    return [key for key in PROBLEMS if any(f.name.startswith(f"test_{key.lower()}_") for f in files)]
+    found = {suite_problem(f.name) for f in files}
+    return [key for key in PROBLEMS if key in found]
 
 
 def _whole_problem(key: str, name: str, status: str, message: str, nodeid: str = "") -> TestRecord:

@@ -18,13 +18,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
 from .. import wire
 from ..backend import Backend, Exchange, Usage, WorkerFailure
 from ..options import GradingOptions
 from .budget import Budget
 
+if TYPE_CHECKING:
+    from ..containment.worker import Withheld
 
 
 class StudentError(AssertionError):
@@ -86,6 +88,7 @@ class Submission:
         self._in_flight: dict[int, tuple[int, Callable[..., Any]]] = {}  # passed: token -> (call id, function)
         self._rule = ""
         self.recording = Recording()
+        self.withheld_isolation: dict[str, str] = {}  # what the workers of ``withholding`` obtained
 
     def _send(self, message: dict, what: str, timeout: float | None, budgeted: bool = True) -> Any:
         timeout, cut = self._clock(what, timeout, budgeted)
@@ -271,6 +274,20 @@ class Submission:
         the same budget): nothing of this worker's process reaches it, only what the judge hands
         over. ``close`` it when done."""
         return Submission(self.backend.sibling(), self.source_dir, self.budget, self.call_seconds)
+
+    @contextmanager
+    def withholding(self, withheld: Withheld) -> Iterator[None]:
+        """While the block runs, every request goes to a separate worker of the submission (started on its
+        first request) whose library lacks the code ``withheld`` names; it is closed after the block, and
+        what confinement it obtained is kept (``withheld_isolation``). The recording, budget and call clock
+        stay this submission's."""
+        shared, self.backend = self.backend, self.backend.sibling(withheld)
+        try:
+            yield
+        finally:
+            self.backend.close()
+            self.withheld_isolation.update(self.backend.isolation)
+            self.backend = shared
 
     def close(self) -> None:
         """Stop the worker and remove its folders."""

@@ -7,7 +7,6 @@ own code, never a submission) reuses the loader and dispatcher from here.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -33,9 +32,9 @@ class _DirectChannel:
         pass
 
     def callback(self, number: int, args: tuple, kwargs: dict) -> Any:
-        frame = json.loads(json.dumps({"$type": "callback", "callback": number, "args": wire.encode(list(args)),
-                                       "kwargs": wire.encode(kwargs)}))
-        answer = json.loads(json.dumps(self.on_callback(frame)))
+        frame = wire.crossed({"$type": "callback", "callback": number, "args": wire.encode(list(args)),
+                              "kwargs": wire.encode(kwargs)})
+        answer = wire.crossed(self.on_callback(frame))
         if "raised" in answer:
             raise CallbackFailed(str(wire.decode(answer["raised"])))
         return wire.decode(answer.get("value"))
@@ -76,15 +75,14 @@ class InProcess:
             self._exchange = Path(tempfile.mkdtemp(prefix="kit-exchange-"))
         return Exchange(host=self._exchange, inside=str(self._exchange))
 
-    def sibling(self) -> InProcess:
-        """Another dispatcher in this same process: module state is shared (debugging only)."""
+    def sibling(self, withheld: Any = None) -> InProcess:
+        """Another dispatcher in this same process: module state is shared, and nothing is withheld (debugging only)."""
         return InProcess(self.folder)
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
-        # A JSON round trip both ways, so values cross exactly as they would from a worker.
+        # Framed and parsed both ways, so values cross exactly as they would from a worker.
         self.channel.on_callback = on_callback
-        answer = self.dispatcher.handle(json.loads(json.dumps(message)))
-        return json.loads(json.dumps(answer))
+        return wire.crossed(self.dispatcher.handle(wire.crossed(message)))
 
     def close(self) -> None:
         if self._exchange is not None:

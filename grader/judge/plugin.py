@@ -20,49 +20,49 @@ start after it fail, not run, with "P1 used up its time budget".
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from . import handle
 from .budget import Budget
-from ..options import GPU_MODES, GradingOptions
+from .diagnosis_schedule import Schedule
+from ..options import GradingOptions
+from ..problems import PROBLEMS, suite_problem
 from ..record import NOT_JUDGED, JudgeReport, TestRecord
-
-if TYPE_CHECKING:  # imported at the first failure only (it imports the catalog of known mistakes)
-    from .diagnosis import Diagnoser, Mistake
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
 STOPPED = "not run: grading stopped at the first failed test"
-SUITE_FILE = re.compile(r"test_p(\d+)_(\w+)\.py")
 MAX_MESSAGE = 1500
-DEFAULTS = GradingOptions()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "hidden-suite judge")
     group.addoption("--submission", help="staged submission package folder")
-    group.addoption("--in-process", action="store_true", help="UNSAFE: run student code in the judge (debugging)")
-    group.addoption("--gpu", choices=GPU_MODES, default=DEFAULTS.gpu)
-    group.addoption("--call-seconds", type=float, default=DEFAULTS.call_seconds)
-    group.addoption("--budget-seconds", type=float, default=None, help="time budget for the whole submission")
-    group.addoption("--memory-mb", type=int, default=DEFAULTS.memory_mb, help="worker memory cap (resident)")
+    group.addoption("--grading-options", type=_options, default=GradingOptions(),
+                    help="the grading options record (GradingOptions.to_json): gpu, limits, budget, diagnosis...")
     group.addoption("--outcomes", help="write outcomes (JSON) here")
     group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
-    group.addoption("--first-failure", action="store_true",
-                    help="stop at the first failed test; the rest are not run (mutation verdicts)")
-    group.addoption("--no-diagnosis", action="store_true",
-                    help="do not name known mistakes on failures (verdicts alone: kill matrices, mutation verdicts)")
+
+
+def _options(text: str) -> GradingOptions:
+    try:
+        return GradingOptions.from_json(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--grading-options: {exc}") from None
+
+
+def options_of(config: pytest.Config) -> GradingOptions:
+    """The grading options this judge session was given (the kit's defaults when none)."""
+    return config.getoption("--grading-options")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): points this hidden test is worth")
     config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
-    if config.getoption("--first-failure"):
+    if options_of(config).first_failure:
         config.option.maxfail = 1
     if config.getoption("--submission"):
         config.pluginmanager.register(Recorder(config), "grader-recorder")
@@ -78,7 +78,7 @@ def sub(request: pytest.FixtureRequest) -> Iterator[handle.Submission]:
 
 
 def gpu_in_use(config: pytest.Config) -> bool:
-    mode = config.getoption("--gpu")
+    mode = options_of(config).gpu
     if mode == "off":
         return False
     import torch
@@ -89,11 +89,23 @@ def gpu_in_use(config: pytest.Config) -> bool:
     return available
 
 
+def refuse_weak_isolation(options: GradingOptions) -> None:
+    """``isolation = "require-strong"`` on a host that cannot give it: no grading."""
+    if options.isolation != "require-strong" or options.in_process:
+        return
+    from ..containment.level import host
+
+    level = host()
+    if not level.strong:
+        raise pytest.UsageError(f"--isolation require-strong, but this host gives {level.mechanism}; "
+                                f"it lacks {'; '.join(level.lacks)}")
+
+
 def problem_of(item: pytest.Item) -> tuple[str, str]:
-    match = SUITE_FILE.search(item.path.name)
-    if not match:
+    key = suite_problem(item.path.name)
+    if key is None:
         raise pytest.UsageError(f"hidden test file {item.path.name} is not named test_p<N>_<module>.py")
-    return f"P{match.group(1)}", match.group(2)
+    return key, PROBLEMS[key].module
 
 
 def points_of(item: pytest.Item) -> float:
@@ -113,16 +125,6 @@ def clean_message(longrepr: object) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 15] + "...[truncated]"
 
 
-DIAGNOSIS_SECONDS = (60.0, 240.0)  # at most per failed test, and in all, for naming known mistakes
-
-
-def diagnosis_seconds(deadline: float | None, spent: float) -> float:
-    """How long the next diagnosis may take: ``DIAGNOSIS_SECONDS`` less what was ``spent``, and at most a
-    quarter of what is left of the submission's time budget."""
-    most = min(DIAGNOSIS_SECONDS[0], DIAGNOSIS_SECONDS[1] - spent)
-    return most if deadline is None else min(most, (deadline - time.monotonic()) / 4)
-
-
 class Recorder:
     """Builds the ``sub`` fixture's backend and collects outcomes."""
 
@@ -130,18 +132,20 @@ class Recorder:
         self.config = config
         self.outcomes: dict[str, TestRecord] = {}
         self.submission: handle.Submission | None = None
-        self.diagnoser: Diagnoser | None = None  # see _diagnoser
-        self.diagnosis_spent = 0.0
-        self.probed_failures: list[TestRecord] = []  # failed tests of the problems diagnosed by a probe (P7, P8)
+        self.options = options_of(config)
+        refuse_weak_isolation(self.options)
         self.use_gpu = gpu_in_use(config)
-        self.gpu_only = config.getoption("--gpu") == "only"
-        self.budget = Budget(config.getoption("--budget-seconds"))
+        self.gpu_only = self.options.gpu == "only"
+        self.budget = Budget(self.options.budget_seconds)
+        # Known mistakes are named where the options ask for more than verdicts (grader.judge.diagnosis).
+        self.diagnosis = Schedule(self.budget, clean_message) if self.options.diagnose and not self.options.first_failure \
+            else None
         self.order: list[str] = []  # the problems with tests to run, in the order their tests run
 
     def sub(self) -> Iterator[handle.Submission]:
         """The ``sub`` fixture's body: the submission's backend, open for the whole session."""
         folder = Path(self.config.getoption("--submission"))
-        if self.config.getoption("--in-process"):
+        if self.options.in_process:
             from .inprocess import InProcess
 
             backend: handle.Backend = InProcess(folder)
@@ -149,14 +153,12 @@ class Recorder:
             from ..containment.limits import Limits
             from ..containment.worker import Worker
 
-            limits = Limits(call_seconds=self.config.getoption("--call-seconds"),
-                            memory_bytes=self.config.getoption("--memory-mb") << 20)
-            backend = Worker(folder, limits, masks=[Path(p) for p in self.config.getoption("--mask")])
-        submission = handle.Submission(backend, folder, self.budget, self.config.getoption("--call-seconds"))
+            backend = Worker(folder, Limits.of(self.options), masks=[Path(p) for p in self.config.getoption("--mask")])
+        submission = handle.Submission(backend, folder, self.budget, self.options.call_seconds)
         self.submission = submission
         yield submission
         backend.close()
-        self.isolation = backend.isolation
+        self.isolation = {**submission.withheld_isolation, **backend.isolation}
         self.import_error = str(backend.import_error) if backend.import_error else ""
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -200,8 +202,8 @@ class Recorder:
             outcome.message = clean_message(report.longrepr)
             if report.when != "call":
                 outcome.message = f"(during {report.when}) {outcome.message}"
-            else:
-                self._diagnose(outcome)
+            elif self.diagnosis is not None and self.submission is not None:
+                self.diagnosis.failed(outcome, self.submission)
         elif report.skipped and outcome.status == "error":
             outcome.status, outcome.message = "not_run", self.not_run_reason(outcome.gpu) or "not run"
         elif report.passed and report.when == "call" and outcome.status == "error":
@@ -210,66 +212,19 @@ class Recorder:
         if report.when == "teardown" and self.submission is not None:
             self.submission.recording = handle.Recording()  # the next test records afresh
 
-    def _diagnose(self, outcome: TestRecord) -> None:
-        """Name the known mistakes the failed test's recorded behaviour reproduces (``grader.judge.diagnosis``);
-        not where only verdicts are asked for (``--no-diagnosis``, ``--first-failure``). A failure of a
-        problem diagnosed by a probe (P7, P8) waits for the end of the session (``_diagnose_probed``)."""
-        if self.submission is None or self.config.getoption("--no-diagnosis") or self.config.getoption("--first-failure"):
-            return
-        from .diagnosis import PROBES
-
-        if outcome.problem in PROBES:
-            self.probed_failures.append(outcome)
-            return
-        seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
-        self._name(outcome, self._diagnoser().diagnose(outcome.problem, self.submission.recording, seconds)
-                   if seconds > 0 else [])
-        elapsed = time.monotonic() - started
-        self.diagnosis_spent += elapsed
-        self.budget.give_back(elapsed)  # the judge's own work costs the student's problem nothing
-
-    def _diagnose_probed(self) -> None:
-        """The failed tests of the problems diagnosed by a probe (P7, P8), after the suite: a probe starts fresh
-        workers of the submission, and by then the suite's own workers are closed (never more workers alive
-        at once)."""
-        if not self.probed_failures or self.submission is None:
-            return
-        for outcome in self.probed_failures:  # each problem is probed once; each test's names are read from it
-            seconds, started = diagnosis_seconds(self.budget.end, self.diagnosis_spent), time.monotonic()
-            test = outcome.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
-            self._name(outcome, self._diagnoser().diagnose(outcome.problem, handle.Recording(), seconds,
-                                                           self.submission, test) if seconds > 0 else [])
-            self.diagnosis_spent += time.monotonic() - started
-
-    def _diagnoser(self) -> Diagnoser:
-        """The judge's ``Diagnoser``, made at the first failure."""
-        from .diagnosis import Diagnoser
-
-        self.diagnoser = self.diagnoser or Diagnoser()
-        return self.diagnoser
-
-    @staticmethod
-    def _name(outcome: TestRecord, mistakes: list[Mistake]) -> None:
-        """Put the known ``mistakes`` (``grader.judge.diagnosis.Mistake``) in the failed test's record."""
-        from .diagnosis import feedback
-
-        outcome.mistakes = [mistake.id for mistake in mistakes]
-        if mistakes:
-            outcome.message = clean_message(f"{feedback(mistakes)}\n{outcome.message}")
-
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self._diagnose_probed()
+        if self.diagnosis is not None and self.submission is not None:
+            self.diagnosis.finish(self.submission)
         path = self.config.getoption("--outcomes")
         if path:
             complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-            stopped = bool(session.shouldfail) and self.config.getoption("--first-failure")
+            stopped = bool(session.shouldfail) and self.options.first_failure
             if stopped:  # judged: a test failed, and those after it were deliberately not run
                 for outcome in self.outcomes.values():
                     if outcome.status == "error" and outcome.message == NOT_JUDGED:
                         outcome.status, outcome.message = "not_run", STOPPED
             report = JudgeReport(
                 complete=complete and not session.shouldstop and (stopped or not session.shouldfail),
-                exitstatus=int(exitstatus), tests=list(self.outcomes.values()), isolation=getattr(self, "isolation", {}),
-                gpu_used=self.use_gpu, import_error=getattr(self, "import_error", ""),
-                collection_errors=session.testsfailed if not self.outcomes else 0)
+                tests=list(self.outcomes.values()), isolation=getattr(self, "isolation", {}),
+                import_error=getattr(self, "import_error", ""))
             Path(path).write_text(report.to_json())

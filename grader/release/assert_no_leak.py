@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..selfproof import mutants
+from .. import mistakes
+from ..problems import suite_problem
 from .stubs import BEGIN, END, expected_stubs, find_regions, stale_stubs
 from ._context import ReleaseContext, ReleaseError
 
@@ -38,7 +39,7 @@ def secret_lines(kit: Path) -> set[str]:
                    "grader/tests/fixtures/blind_mistakes"):
         for path in sorted((kit / folder).rglob("*.py")):
             secrets |= _distinctive(path.read_text().splitlines())
-    for mutant in mutants.load():  # the mistaken variants diagnosis compares students with
+    for mutant in mistakes.load():  # the mistaken variants diagnosis compares students with
         secrets |= _distinctive(mutant.replace.splitlines())
     public = set(PUBLIC_IDIOMS)
     for text in [path.read_text() for path in sorted((kit / "tests").rglob("*.py"))] \
@@ -65,7 +66,7 @@ def find_leaks(kit: Path, out: Path) -> list[str]:
         where = path.relative_to(out)
         if BEGIN in text or END in text:
             problems.append(f"{where}: contains a solution marker")
-        if path.name.startswith("test_p") and (kit / "grader" / "judge" / "hidden" / path.name).exists() \
+        if suite_problem(path.name) and (kit / "grader" / "judge" / "hidden" / path.name).exists() \
                 and text == (kit / "grader" / "judge" / "hidden" / path.name).read_text():
             problems.append(f"{where}: is a hidden suite")
         for line in text.splitlines():

@@ -2,10 +2,10 @@
 
 On the runner it grades, with ``--gpu require``: the reference (it must score every point, every
 GPU test run), the stubs (0), and each GPU-only curated mutant (``gpu = true`` in
-``grader/selfproof/mutants/``) on its own problem (each must lose points there). It prints one table: the
+``grader/mistakes/``) on its own problem (each must lose points there). It prints one table: the
 versions of torch, its CUDA and the driver, the device, then every GPU test with its outcome and
 time, then the verdicts. Without CUDA it refuses at once (exit 2) and says why; the grading
-process itself never imports torch (a probe subprocess asks for the versions).
+process itself never imports torch (a subprocess asks torch for the versions).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import mutants as mutant_catalog
+from .. import mistakes
 from ..grading.grade import grade
 from ..paths import ASSIGNMENT, SOLUTIONS
 from ..grading.results import GradingResult, write_json_atomic
 
-PROBE = """import json, torch
+VERSIONS = """import json, torch
 cuda = torch.cuda.is_available()
 print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda or "none (a CPU build)", "available": cuda,
                   "device": torch.cuda.get_device_name(0) if cuda else "none",
@@ -42,9 +42,9 @@ class Verdict:
     seen: str
 
 
-def probe(python: str = sys.executable) -> dict:
+def versions(python: str = sys.executable) -> dict:
     """torch's version, its CUDA, the device and the NVIDIA driver, asked of a fresh interpreter."""
-    done = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([python, "-c", VERSIONS], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"could not import torch: {done.stderr.strip()[-300:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -69,7 +69,7 @@ def refusal(found: dict) -> str | None:
 
 
 def verdicts(reference: GradingResult, stubs: GradingResult,
-             mutants: list[tuple[mutant_catalog.Mutant, GradingResult]]) -> list[Verdict]:
+             mutants: list[tuple[mistakes.Mutant, GradingResult]]) -> list[Verdict]:
     """The acceptance, a pure function of the gradings."""
     not_run = [t.name for t in reference.tests if t.status == "not_run"]
     gpu_tests = [t for t in reference.tests if t.gpu]
@@ -103,9 +103,9 @@ def table(found: dict, reference: GradingResult, lines: list[Verdict]) -> Table:
     return out
 
 
-def _grade_mutant(mutant: mutant_catalog.Mutant, jobs: int) -> GradingResult:
+def _grade_mutant(mutant: mistakes.Mutant, jobs: int) -> GradingResult:
     with tempfile.TemporaryDirectory(prefix="kit-gpu-mutant-") as tmp:
-        package = mutant_catalog.materialize(mutant, Path(tmp))
+        package = mistakes.materialize(mutant, Path(tmp))
         return grade(package, gpu="require", profile="ci", problems=[mutant.problem], jobs=jobs, diagnose=False)
 
 
@@ -114,14 +114,14 @@ def main(*, jobs: int = 2, out: Path | None = None) -> int:
     ``out``, the reference's and the stubs' results.json are kept there (``solutions.json``,
     ``assignment.json``) beside the table (``acceptance.txt``)."""
     console = Console()
-    found = probe()
+    found = versions()
     why = refusal(found)
     if why:
         console.print(f"[red]grader selfcheck --gpu[/]: {why}")
         return 2
     reference = grade(SOLUTIONS, gpu="require", profile="ci", jobs=jobs)
     stubs = grade(ASSIGNMENT, gpu="require", profile="ci", jobs=jobs)
-    graded = [(m, _grade_mutant(m, jobs)) for m in mutant_catalog.load() if m.gpu]
+    graded = [(m, _grade_mutant(m, jobs)) for m in mistakes.load() if m.gpu]
     lines = verdicts(reference, stubs, graded)
     console.print(table(found, reference, lines))
     if out is not None:

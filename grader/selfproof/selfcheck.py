@@ -24,10 +24,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import mutants as mutant_catalog
+from .. import mistakes
 from ..grading.grade import grade
 from ..paths import ASSIGNMENT, HIDDEN, KIT_ROOT, SOLUTIONS
-from ..problems import MODULES, PROBLEMS
+from ..problems import MODULES, PROBLEMS, suite_file
 from ..grading.results import GradingResult
 
 console = Console()
@@ -37,13 +37,13 @@ def independence_violations(kit: Path = KIT_ROOT) -> list[str]:
     """Reasons why problems could affect each other's grades (empty when they cannot)."""
     found = []
     for key, problem in PROBLEMS.items():
-        for path in HIDDEN.glob(f"test_{key.lower()}_*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    head = node.value.split(".", 1)[0]
-                    if head in MODULES and head != problem.module and (node.value == head or "." in node.value) \
-                            and node.value.replace(".", "").replace("_", "").isalnum():
-                        found.append(f"{path.name} refers to {node.value!r} (another problem's module)")
+        path = HIDDEN / suite_file(key)
+        for node in ast.walk(ast.parse(path.read_text())) if path.is_file() else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                head = node.value.split(".", 1)[0]
+                if head in MODULES and head != problem.module and (node.value == head or "." in node.value) \
+                        and node.value.replace(".", "").replace("_", "").isalnum():
+                    found.append(f"{path.name} refers to {node.value!r} (another problem's module)")
         source = kit / "solutions" / f"{problem.module}.py"
         if source.exists():
             others = {m for m in MODULES if m != problem.module}
@@ -90,11 +90,11 @@ def check_stubs(jobs: int) -> bool:
     return ok
 
 
-def _grade_mutant(mutant: mutant_catalog.Mutant, full: bool) -> GradingResult:
+def _grade_mutant(mutant: mistakes.Mutant, full: bool) -> GradingResult:
     """The mutant graded on every problem (``full``: points lost anywhere show), else on its own problem,
     stopped at its first failed test (a verdict is all that is asked there)."""
     with tempfile.TemporaryDirectory(prefix="kit-mutant-") as tmp:
-        package = mutant_catalog.materialize(mutant, Path(tmp))
+        package = mistakes.materialize(mutant, Path(tmp))
         if full:
             return grade(package, profile="ci", diagnose=False)
         return grade(package, profile="ci", problems=[mutant.problem], first_failure=True)
@@ -105,7 +105,7 @@ def _lost(result: GradingResult, expected: dict[str, float]) -> dict[str, float]
     return {key: expected.get(key, 0) - score for key, score in _graded(result).items()}
 
 
-def _verdict(mutant: mutant_catalog.Mutant, result: GradingResult, lost: dict[str, float]) -> str:
+def _verdict(mutant: mistakes.Mutant, result: GradingResult, lost: dict[str, float]) -> str:
     """"killed", "SURVIVED", "MISATTRIBUTED (...)" or "GRADER ERROR", from the points ``lost`` per problem."""
     killed = lost.get(mutant.problem, 0) > 0
     stray = [key for key, points in lost.items() if key != mutant.problem and points != 0]
@@ -115,7 +115,7 @@ def _verdict(mutant: mutant_catalog.Mutant, result: GradingResult, lost: dict[st
 
 def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[str] | None) -> bool:
     """Every chosen CPU mutant loses points in its own problem (``full``: and in no other)."""
-    chosen = [m for m in mutant_catalog.load() if not only or m.id in only or m.problem in only]
+    chosen = [m for m in mistakes.load() if not only or m.id in only or m.problem in only]
     catalog = [m for m in chosen if not m.gpu]  # only a GPU test can kill the others: grader selfcheck --gpu
     expected = _graded(reference)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -18,7 +18,9 @@ Each batch's ``batch.json`` lists the students it was responsible for: a listed 
 result becomes a "missing" row, and a shard I/N whose sibling shards are absent is reported.
 With ``--roster``, roster students without a submission are "missing" rows and submissions not
 in it are noted. Error and missing rows total 0, with the reason in ``notes``. ``--overrides``
-sets problem or test scores by hand, the reason kept (``inputs``). A lost result, a lost shard
+sets problem or test scores by hand, the reason kept (``inputs``). ``--similarity DIR`` lists the
+pairs ``grader similarity`` flagged in the summary, to review. ``--lms canvas|plain --lms-out FILE``
+also writes the totals as an LMS imports them (``lms``). A lost result, a lost shard
 or a submission not in the roster makes the exit status 1 (the files are written all the same).
 """
 
@@ -28,7 +30,9 @@ import sys
 from pathlib import Path
 
 from ...grading.results import write_atomic
-from .inputs import Change, apply_overrides, apply_roster, read_overrides, read_roster
+from ..similarity.pairs import Review, SimilarityError, to_review
+from .inputs import Change, apply_overrides, apply_roster, read_overrides, roster_rows
+from .lms import Export, lms_text
 from .records import (COLUMNS, NO_RESULT, GradebookError, Record, listed_without_result, merge, read_record,
                       result_files)
 from .summary import counts, csv_text, incomplete, summary_text
@@ -55,39 +59,54 @@ def collect(folders: list[Path], roster: Path | None = None,
     absent, gaps = listed_without_result(folders, {r.student for r in records})
     records = sorted(records + [Record.missing(s, NO_RESULT) for s in absent], key=lambda r: r.student)
     if roster is not None:
-        records = apply_roster(records, read_roster(roster))
+        records = apply_roster(records, list(roster_rows(roster)))
     records, changes = apply_overrides(records, read_overrides(overrides) if overrides else [])
     return records, gaps, changes
 
 
-def build(folders: list[Path], out_csv: Path, *, roster: Path | None = None,
-          overrides: Path | None = None) -> tuple[list[Record], list[str]]:
-    """Merge ``folders`` and write the CSV, summary and figures; returns the rows and shard gaps.
+def reviews(similarity: Path | None) -> list[Review]:
+    """The pairs to review of a ``grader similarity`` output folder (none without one)."""
+    try:
+        return to_review(similarity) if similarity is not None else []
+    except SimilarityError as exc:
+        raise GradebookError(str(exc)) from None
+
+
+def build(folders: list[Path], out_csv: Path, *, roster: Path | None = None, overrides: Path | None = None,
+          similarity: Path | None = None, lms: Export | None = None) -> tuple[list[Record], list[str]]:
+    """Merge ``folders`` and write the CSV, summary and figures (and the LMS export); returns the rows
+    and shard gaps.
 
     Every input is read and checked before the first file is written.
     """
     from .plots import histogram, problem_scores, write_png
 
     records, gaps, changes = collect(folders, roster, overrides)
+    summary = summary_text(records, gaps, changes, reviews(similarity))
+    export = lms_text(records, roster_rows(roster) if roster else {}, lms) if lms else None
     files = outputs(out_csv)
     write_atomic(files["csv"], csv_text(records).encode())
-    write_atomic(files["summary"], summary_text(records, gaps, changes).encode())
+    write_atomic(files["summary"], summary.encode())
     write_png(histogram(records), files["histogram"])
     write_png(problem_scores(records), files["problems"])
+    if export is not None:
+        write_atomic(lms.out, export.encode())
     return records, gaps
 
 
 def main(folders: list[str], *, csv: Path = Path("gradebook.csv"), roster: Path | None = None,
-         overrides: Path | None = None) -> int:
+         overrides: Path | None = None, similarity: Path | None = None, lms: Export | None = None) -> int:
     """Write the gradebook; 0 when complete, 1 when something needs attention (see ``incomplete``), 2 when refused."""
     try:
-        records, gaps = build([Path(f) for f in folders], Path(csv), roster=roster, overrides=overrides)
+        records, gaps = build([Path(f) for f in folders], Path(csv), roster=roster, overrides=overrides,
+                              similarity=similarity, lms=lms)
     except GradebookError as exc:
         print(f"grader gradebook: {exc}", file=sys.stderr)
         return 2
     count = counts(records)
     print(f"gradebook: {len(records)} students ({count['graded']} graded, {count['error']} errors, "
-          f"{count['missing']} missing) -> {', '.join(map(str, outputs(Path(csv)).values()))}")
+          f"{count['missing']} missing) -> {', '.join(map(str, outputs(Path(csv)).values()))}"
+          + (f", {lms.out} ({lms.kind})" if lms else ""))
     attention = incomplete(records, gaps)
     if attention:
         print("grader gradebook: incomplete: " + ", ".join(attention), file=sys.stderr)

@@ -4,7 +4,8 @@ Both are CSV files with a header (UTF-8, a spreadsheet's byte-order mark accepte
 column is ignored. Every mistake is refused with the file, the line and what is wrong, before
 anything is written.
 
-- roster: a ``student`` column (the submission's name, as ``grader batch`` uses it).
+- roster: a ``student`` column (the submission's name, as ``grader batch`` uses it); an LMS export
+  passes its other columns through (``lms``: Canvas's ``ID``, ``SIS User ID``, ...).
 - overrides: ``student``, ``problem`` or ``test`` (one of them per line: a problem key such as
   ``P3``, or a test by its node id, its function name or its name as ``grader show`` prints
   it), ``points`` (the
@@ -71,18 +72,20 @@ def _lines(path: Path, required: set[str], one_of: set[str] = frozenset()) -> li
 
 # -- roster ------------------------------------------------------------------------------------------
 
-def read_roster(path: Path) -> list[str]:
-    students: dict[str, str] = {}
+def roster_rows(path: Path) -> dict[str, dict[str, str]]:
+    """Each roster student's row (every column, for an LMS export), in the roster's order."""
+    rows: dict[str, dict[str, str]] = {}
+    lines: dict[str, str] = {}
     for where, row in _lines(path, {"student"}):
         student = row["student"]
         if not student:
             raise GradebookError(f"{where}: no student")
-        if student in students:
-            raise GradebookError(f"{where}: {student} is listed twice (also on {students[student]})")
-        students[student] = where
-    if not students:
+        if student in rows:
+            raise GradebookError(f"{where}: {student} is listed twice (also on {lines[student]})")
+        rows[student], lines[student] = row, where
+    if not rows:
         raise GradebookError(f"{path}: the roster lists no student")
-    return list(students)
+    return rows
 
 
 def apply_roster(records: list[Record], roster: list[str]) -> list[Record]:

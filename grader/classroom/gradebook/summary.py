@@ -6,8 +6,10 @@ import csv
 import io
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 
 from ...problems import PROBLEMS, TOTAL_POINTS
+from ..similarity.pairs import Review
 from .inputs import Change
 from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number
 
@@ -33,7 +35,8 @@ def totals(records: list[Record]) -> list[float]:
     return [r.total for r in records if r.status == "graded"]
 
 
-def summary_text(records: list[Record], gaps: list[str], changes: list[Change]) -> str:
+def summary_text(records: list[Record], gaps: list[str], changes: list[Change],
+                 reviews: Sequence[Review] = ()) -> str:
     graded = [r for r in records if r.status == "graded"]
     count = counts(records)
     lines = ["# Gradebook summary", "",
@@ -46,52 +49,81 @@ def summary_text(records: list[Record], gaps: list[str], changes: list[Change]) 
                       f"{number(statistics.median(scores))}, min {number(min(scores))}, max {number(max(scores))} "
                       f"(out of {TOTAL_POINTS}); error and missing rows are 0 in the CSV and left out here."]
     lines += ["", "## Per problem", "", "| problem | graded | mean | max points | mean % |", "|---|---:|---:|---:|---:|"]
-    for index, (key, problem) in enumerate(PROBLEMS.items()):
-        scores = [r.problems[index] for r in graded if r.problems[index] is not None]
-        if scores:
-            mean = statistics.fmean(scores)
-            lines.append(f"| {key} {problem.module} | {len(scores)} | {mean:.2f} | {problem.points} | "
-                         f"{100 * mean / problem.points:.1f} |")
+    lines += [f"| {key} {module} | {n} | {mean:.2f} | {points} | {100 * mean / points:.1f} |"
+              for key, module, n, mean, points in problem_means(graded)]
     lines += _tests_section([r for r in records if r.tests])
     lines += _mistakes_section([r for r in records if r.tests])
     lines += _problem_rows(records, gaps, changes)
+    lines += _reviews_section(reviews)
     return "\n".join(lines) + "\n"
 
 
-def _tests_section(judged: list[Record]) -> list[str]:
-    """Pass rate per test (passed / (passed + failed)) and the tests most often failed, over every row with tests."""
+def problem_means(graded: list[Record]) -> list[tuple[str, str, int, float, int]]:
+    """(problem, module, rows graded on it, mean score, its points) for each problem some row was graded on."""
+    found = []
+    for index, (key, problem) in enumerate(PROBLEMS.items()):
+        scores = [r.problems[index] for r in graded if r.problems[index] is not None]
+        if scores:
+            found.append((key, problem.module, len(scores), statistics.fmean(scores), problem.points))
+    return found
+
+
+def tally_tests(judged: list[Record]) -> dict[str, dict[str, int]]:
+    """Each test (``"P3 name"``, in problem order) and how many rows it passed, failed, errored or did not run."""
     tally: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
     order = {key: i for i, key in enumerate(PROBLEMS)}
     for record in judged:
         for test in record.tests:
             tally[(order.get(test.problem, len(order)), f"{test.problem} {test.name}")][test.status] += 1
+    return {name: counts for (_, name), counts in sorted(tally.items())}
+
+
+def most_failed(tally: dict[str, dict[str, int]]) -> list[tuple[str, int]]:
+    """The ``MOST_FAILED`` tests failed by the most rows: (test, how many)."""
+    failed = sorted(((name, c["failed"]) for name, c in tally.items() if c["failed"]), key=lambda x: (-x[1], x[0]))
+    return failed[:MOST_FAILED]
+
+
+def pass_rate(counts: dict[str, int]) -> str:
+    ran = counts["passed"] + counts["failed"]
+    return f"{100 * counts['passed'] / ran:.1f}%" if ran else "-"
+
+
+def _tests_section(judged: list[Record]) -> list[str]:
+    """Pass rate per test (passed / (passed + failed)) and the tests most often failed, over every row with tests."""
+    tally = tally_tests(judged)
     lines = ["", "## Pass rate per test", "", "| test | passed | failed | error | not run | pass rate |",
              "|---|---:|---:|---:|---:|---:|"]
-    for (_, name), n in sorted(tally.items()):
-        ran = n["passed"] + n["failed"]
-        rate = f"{100 * n['passed'] / ran:.1f}%" if ran else "-"
-        lines.append(f"| {_cell(name)} | {n['passed']} | {n['failed']} | {n['error']} | {n['not_run']} | {rate} |")
-    failed = sorted(((c["failed"], name) for (_, name), c in tally.items() if c["failed"]), key=lambda x: (-x[0], x[1]))
+    for name, n in tally.items():
+        lines.append(f"| {_cell(name)} | {n['passed']} | {n['failed']} | {n['error']} | {n['not_run']} | "
+                     f"{pass_rate(n)} |")
     lines += ["", f"## Most often failed (top {MOST_FAILED})", ""]
-    lines += [f"{i}. {_cell(name)}: failed by {n} of {len(judged)}" for i, (n, name) in
-              enumerate(failed[:MOST_FAILED], 1)] or ["No test failed."]
+    lines += [f"{i}. {_cell(name)}: failed by {n} of {len(judged)}" for i, (name, n) in
+              enumerate(most_failed(tally), 1)] or ["No test failed."]
     return lines
 
 
-def _mistakes_section(judged: list[Record]) -> list[str]:
-    """Per problem, how many students a failed test of theirs named each known mistake (``grader.judge.diagnosis``)."""
+def known_mistakes(judged: list[Record]) -> list[tuple[str, str, int]]:
+    """(problem, mistake, students) for each known mistake a failed test named (``grader.judge.diagnosis``),
+    in problem order, the most common first."""
     students: dict[tuple[str, str], set[str]] = defaultdict(set)
     for record in judged:
         for test in record.tests:
             for mistake in test.mistakes:
                 students[(test.problem, mistake)].add(record.student)
-    if not students:
-        return ["", "## Known mistakes", "", "No failed test matched a known mistake."]
     order = {key: i for i, key in enumerate(PROBLEMS)}
     ranked = sorted(students.items(), key=lambda item: (order.get(item[0][0], len(order)), -len(item[1]), item[0][1]))
+    return [(problem, mistake, len(who)) for (problem, mistake), who in ranked]
+
+
+def _mistakes_section(judged: list[Record]) -> list[str]:
+    """Per problem, how many students a failed test of theirs named each known mistake."""
+    mistakes = known_mistakes(judged)
+    if not mistakes:
+        return ["", "## Known mistakes", "", "No failed test matched a known mistake."]
     return ["", "## Known mistakes (students whose failed tests behave like each)", "",
             "| problem | mistake | students |", "|---|---|---:|"] + [
-        f"| {problem} | {_cell(mistake)} | {len(who)} |" for (problem, mistake), who in ranked]
+        f"| {problem} | {_cell(mistake)} | {count} |" for problem, mistake, count in mistakes]
 
 
 def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change]) -> list[str]:
@@ -116,6 +148,15 @@ def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change])
         lines += [f"| {_cell(c.student)} | {_cell(c.item)} | {number(c.before)} | {number(c.after)} | {_cell(c.reason)} |"
                   for c in changes]
     return lines
+
+
+def _reviews_section(reviews: Sequence[Review]) -> list[str]:
+    """The pairs ``grader similarity`` flagged: to look at, never a grade change."""
+    if not reviews:
+        return []
+    return ["", "## To review: submissions that look alike (grader similarity; no grade was changed)", "",
+            "| a | b | score | lines |", "|---|---|---:|---:|"] + [
+        f"| {_cell(r.a)} | {_cell(r.b)} | {r.score:.2f} | {r.lines} |" for r in reviews]
 
 
 def incomplete(records: list[Record], gaps: list[str]) -> list[str]:

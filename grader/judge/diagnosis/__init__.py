@@ -1,6 +1,6 @@
 """Diagnosis by behaviour: which known mistake a failing submission behaves like.
 
-The catalog is the curated mutants (``grader/selfproof/mutants/p<N>_<module>.toml``): each is a plausible
+The catalog is the curated mutants (``grader/mistakes/p<N>_<module>.toml``): each is a plausible
 student bug with its misconception and the handout section that explains it. When a hidden test
 fails, the judge replays the test's recorded requests (``session.Recording``) on the reference
 and on each variant of the problem (the reference with one mutant applied, imported in the judge:
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ...selfproof import mutants
+from ... import mistakes
 from ..handle import Recording, Submission
-from ...grading.submission import stage
+from ...submission import stage
 from . import amp, checkpoint, probe
 from .replay import Variant, judge_state, unreplayable
 
@@ -49,7 +49,7 @@ class Mistake:
     section: str  # a ``### module.Name`` heading of handout.md
 
 
-def section_of(mutant: mutants.Mutant, source: str) -> str:
+def section_of(mutant: mistakes.Mutant, source: str) -> str:
     """The mutant's ``section``, else ``module.Name`` of the top-level definition holding its edit ("" if none)."""
     if mutant.section:
         return mutant.section
@@ -64,9 +64,9 @@ def section_of(mutant: mutants.Mutant, source: str) -> str:
 def catalog(problem: str) -> tuple[Mistake, ...]:
     """The known mistakes of ``problem`` (P1..P8) that a CPU judge can reproduce."""
     found = []
-    for mutant in mutants.load():
+    for mutant in mistakes.load():
         if mutant.problem == problem and mutant.diagnose and not mutant.gpu:
-            source = (mutants.SOLUTIONS / f"{mutant.module}.py").read_text()
+            source = (mistakes.SOLUTIONS / f"{mutant.module}.py").read_text()
             found.append(Mistake(mutant.id, problem, mutant.misconception, section_of(mutant, source)))
     return tuple(found)
 
@@ -95,10 +95,10 @@ class Diagnoser:
 
     def _load(self, problem: str) -> tuple[Variant, list[tuple[Mistake, Variant]]]:
         if problem not in self.variants:
-            reference = Variant(stage(mutants.SOLUTIONS, self.folder / problem / "reference"), _package())
-            by_id = {m.id: m for m in mutants.load()}
+            reference = Variant(stage(mistakes.SOLUTIONS, self.folder / problem / "reference"), _package())
+            by_id = {m.id: m for m in mistakes.load()}
             self.variants[problem] = reference, [
-                (mistake, Variant(mutants.materialize(by_id[mistake.id], self.folder / problem / mistake.id),
+                (mistake, Variant(mistakes.materialize(by_id[mistake.id], self.folder / problem / mistake.id),
                                   _package())) for mistake in catalog(problem)]
         return self.variants[problem]
 

@@ -180,7 +180,7 @@ def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Sign
     """The probe: what ``implementation`` does, each observation made by the judge."""
     seen: Signature = {}
     saver, loader = implementation.saver, implementation.loader
-    model, optimizer = drive.stage(saver, point)
+    model, optimizer = drive.restore_point(saver, point)
     buffer = saver.lib("io.BytesIO")
     buffer.call("write", PREFIX)
     outcome = implementation.save(model, optimizer, ITERATION, buffer, **EXTRAS)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ... import wire
-from ...grading.submission import PACKAGE
+from ...paths import PACKAGE
 from ..inprocess import Dispatcher, load_package
 from ..drivers.same import same
 

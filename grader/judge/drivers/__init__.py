@@ -4,7 +4,7 @@ Everything here runs in the judge; nothing is ever copied into the worker. One c
 what a function does to the worker and what it does in the judge:
 
 - A *side* is where objects are built and driven (``local.Side``): the submission (a
-  ``session.Submission``: ``sub.lib(target, ...)`` builds a library object in the worker and
+  ``handle.Submission``: ``sub.lib(target, ...)`` builds a library object in the worker and
   returns a ``Remote``) or the judge (``local.JUDGE``: ``JUDGE.lib(target, ...)`` builds the same
   object here and returns a ``Local``, which has the Remote's ``call``/``get``/``set``/``read``).
   A recipe both sides follow is written once, with the side as its first parameter

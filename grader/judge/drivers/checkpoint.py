@@ -141,7 +141,7 @@ def save_point(optimizer: str, warmup: int, steps: int = 0, seed: int = 0) -> Sa
                          model_state(JUDGE, model))
 
 
-def stage(side: Side, point: SavePoint, device: str = "cpu") -> tuple[Handle, Handle]:
+def restore_point(side: Side, point: SavePoint, device: str = "cpu") -> tuple[Handle, Handle]:
     """A run on ``side`` in exactly the state of ``point``: weights, buffers, optimizer, RNGs."""
     model, opt = build_run(side, point.optimizer_name, device)
     model.call("load_state_dict", point.model)

@@ -1,7 +1,7 @@
-"""The judge's side: objects built here and driven with the interface of ``session.Remote``.
+"""The judge's side: objects built here and driven with the interface of ``handle.Remote``.
 
 A recipe written once against a ``Side`` (``lib``) and its ``Handle``s (``call``/``get``/``read``)
-runs the same sequence on objects the worker holds (side: the ``session.Submission``) and on
+runs the same sequence on objects the worker holds (side: the ``handle.Submission``) and on
 objects built in the judge (side: ``JUDGE``, handles: ``Local``), for oracles.
 """
 
@@ -46,7 +46,7 @@ class Local:
 
 
 class Handle(Protocol):
-    """What a recipe needs of an object: ``session.Remote`` in the worker, ``Local`` in the judge."""
+    """What a recipe needs of an object: ``handle.Remote`` in the worker, ``Local`` in the judge."""
 
     def call(self, method: str, *args: Any, keep: bool = False, **kwargs: Any) -> Any: ...
 
@@ -56,12 +56,12 @@ class Handle(Protocol):
 
 
 class Side(Protocol):
-    """Where ``lib`` builds library objects: a ``session.Submission`` (in the worker) or ``JUDGE``."""
+    """Where ``lib`` builds library objects: a ``handle.Submission`` (in the worker) or ``JUDGE``."""
 
     def lib(self, target: str, *args: Any, **kwargs: Any) -> Handle: ...
 
 
-class JudgeSide:
+class JudgeLibrary:
     """Builds library objects in the judge: the oracle's side."""
 
     def lib(self, target: str, *args: Any, **kwargs: Any) -> Local:
@@ -71,7 +71,7 @@ class JudgeSide:
         return Local(factory(*unwrap(args), **unwrap(kwargs)))
 
 
-JUDGE = JudgeSide()
+JUDGE = JudgeLibrary()
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ DELEGATION = sorted({f"torch.optim.{cls}.{method}" for cls in ("SGD", "Adagrad",
                     | {f"torch.optim.{name}" for name in _PRIVATE}
                     | {"torch._foreach_*", "torch._fused_sgd_", "torch._fused_adagrad_", "importlib.reload"})
 
-Handle = Any  # a session.Remote (worker) or a drivers.Local (judge)
+Handle = Any  # a handle.Remote (worker) or a drivers.Local (judge)
 
 
 # -- the objective -----------------------------------------------------------------------------

@@ -1,17 +1,24 @@
 """P5's source rule: optim.py, and every module of the package it imports, written from scratch.
 
-The static scan is the first line, before the run-time tripwires (``optim.DELEGATION``): uses of
-torch.optim's own optimizers (classes, modules, functional forms) or foreach / fused kernels, by
-name, by alias or by a string the scan can compute, and every dynamic way of reaching code
-(``scan.dynamic``). It reads the judge's copy of the files; nothing runs them.
+What keeps P5's points for work is P5's worker, whose torch has no working optimizer
+(``optim_stubs``): nothing a submission reaches there performs torch's update. What it could still
+bring is torch's update in its own files: ``near_copies`` compares every module P5 reads with
+torch.optim's optimizer modules (token similarity, ``copydetect``) and refuses a near copy with the
+file and line. The static scan beside it names, for an honest student, the shortcut the rule
+forbids: uses of torch.optim's own optimizers (classes, modules, functional forms) or foreach / fused
+kernels, by name, by alias or by a string the scan can compute, and every dynamic way of reaching
+code (``scan.dynamic``). It reads the judge's copy of the files; nothing runs them.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import io
+import logging
 from pathlib import Path
 
+import copydetect
 import torch
 
 from . import scan
@@ -22,8 +29,9 @@ OPTIMIZERS = frozenset(name for name, value in vars(torch.optim).items() if isin
 OPTIMIZER_MODULES = frozenset({module.rpartition(".")[2] for module in (getattr(torch.optim, name).__module__
                                                                        for name in OPTIMIZERS)
                                if module.startswith("torch.optim.")} | {"sgd", "adagrad", "_functional", "_multi_tensor"})
-SOURCE_RULE = ("P5 asks for SGD and AdaGrad written from scratch: optim.py, and every module of your package it "
-               "imports (__init__.py included), may not use torch.optim's optimizers other than "
+SOURCE_RULE = ("P5 asks for SGD and AdaGrad written from scratch: no module of your package may copy torch.optim's "
+               "optimizer code, and optim.py, and every module of your package it imports (__init__.py included), "
+               "may not use torch.optim's optimizers other than "
                "torch.optim.Optimizer (subclassing them included), their modules or functional forms "
                "(torch.optim._functional, torch.optim.sgd.sgd...) or torch._foreach_* kernels, and no code there "
                f"may reach modules or objects dynamically ({scan.DYNAMIC_WAYS}): see the handout, P5.")
@@ -62,6 +70,44 @@ def delegation(source: scan.Source) -> list[scan.Finding]:
     return found
 
 
+# Token similarity (copydetect's winnowing over pygments tokens, names folded to one letter): a run of
+# at least NOISE filtered characters in common is a match, and COPIED characters matched with one of
+# torch's optimizer modules make a near copy. Ten-odd lines of torch's update loop match about 250; the
+# reference, the alternatives and the curated mutants match nothing at this length.
+NOISE, COPIED = 60, 150
+
+
+def _fingerprint(text: str, name: str) -> copydetect.CodeFingerprint:
+    logging.getLogger().disabled, quiet = True, logging.getLogger().disabled  # it warns per file it cannot lex
+    try:
+        return copydetect.CodeFingerprint(name, NOISE, 1, fp=io.StringIO(text))
+    finally:
+        logging.getLogger().disabled = quiet
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_fingerprints() -> tuple[tuple[str, copydetect.CodeFingerprint], ...]:
+    """torch.optim's optimizer modules as this judge's torch has them: (``torch/optim/sgd.py``, fingerprint)."""
+    folder = Path(torch.optim.__file__).parent
+    paths = [p for stem in sorted(OPTIMIZER_MODULES) for p in (folder / f"{stem}.py", folder / stem / "__init__.py")
+             if p.is_file()]
+    return tuple((str(p.relative_to(folder.parents[1])), _fingerprint(p.read_text(), p.name)) for p in paths)
+
+
+def near_copies(file: str, text: str) -> list[scan.Finding]:
+    """Where one module's ``text`` copies one of torch's optimizer modules: the line its longest copied run
+    starts on, per torch module it copies ``COPIED`` characters or more of."""
+    mine = _fingerprint(text, "module.py")
+    found = []
+    for name, theirs in _torch_fingerprints():
+        overlap, _, (slices, _) = copydetect.compare_files(mine, theirs)
+        if overlap >= COPIED:
+            start = int(max(zip(*slices), key=lambda s: s[1] - s[0])[0])
+            found.append(scan.Finding(file, text.count("\n", 0, start) + 1,
+                                      f"a near copy of torch's {name} ({overlap} tokens in common)"))
+    return found
+
+
 def shortcuts(text: str, file: str = "optim.py") -> list[scan.Finding]:
     """What P5's rule forbids in one module's text: delegation, and dynamic ways of reaching code."""
     source = scan.Source(text, file)
@@ -70,9 +116,12 @@ def shortcuts(text: str, file: str = "optim.py") -> list[scan.Finding]:
 
 @functools.lru_cache(maxsize=8)
 def source_findings(folder: Path) -> tuple[scan.Finding, ...]:
-    """P5's rule over optim.py and every module of the submission in ``folder`` it imports."""
+    """P5's rule on the submission in ``folder``: no module of it (imported or not) a near copy of torch's
+    optimizer modules, and none of the shortcuts the scan names in optim.py and every module it imports."""
     sources, problems = scan.package(folder, "optim")
     found = [finding for source in sources for finding in delegation(source) + scan.dynamic(source)]
+    found += [finding for path in sorted(folder.rglob("*.py"))
+              for finding in near_copies(path.relative_to(folder).as_posix(), path.read_text(errors="replace"))]
     return tuple(problems + sorted(set(found), key=lambda f: (f.file != "optim.py", f.file, f.line, f.what)))
 
 

@@ -11,7 +11,8 @@ Everything here reads the judge's own copy of the submitted files; nothing runs 
   ``gc``, ``inspect``, ``ctypes``, frames and closures, ``getattr`` on a module with a name the
   scan cannot compute...). A reader of the source cannot tell what such code reaches.
 - ``package``: a module of the submission and every module of the package it imports,
-  transitively (``__init__.py`` included: importing any module of the package runs it).
+  transitively (``__init__.py`` included: importing any module of the package runs it; or only
+  where the module takes names from the package itself).
 """
 
 from __future__ import annotations
@@ -20,15 +21,19 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = "assignment"  # the name the worker imports the submitted folder as
-DYNAMIC_WAYS = ("importlib, __import__, sys.modules, eval/exec/compile, gc, inspect, ctypes, pickle, frames, "
+from ...paths import PACKAGE
+
+DYNAMIC_WAYS = ("importlib, __import__, sys.modules, eval/exec/compile, gc, inspect, ctypes, pickle, "
+                "torch.load(weights_only=False), pydoc.locate, profilers and debuggers that run text, frames, "
                 "closures, getattr on a module with a computed name...")
 DYNAMIC_RULE = (f"code graded on its source may not reach modules or objects dynamically ({DYNAMIC_WAYS}): "
                 "the grader could not tell what it reaches (see the handout, 'Rules that hold for every problem')")
 # Modules whose only use here would be reaching code by name, by address or by unpickling.
 DYNAMIC_MODULES = frozenset({"importlib", "imp", "gc", "inspect", "ctypes", "_ctypes", "runpy", "pkgutil",
                              "zipimport", "builtins", "code", "codeop", "pickle", "_pickle", "marshal", "copyreg",
-                             "dill", "cloudpickle"})
+                             "dill", "cloudpickle",
+                             # resolvers by string, and runners of text (``locate``, ``runctx``, ``exec`` of docs)
+                             "pydoc", "trace", "cProfile", "profile", "pdb", "bdb", "timeit", "doctest"})
 # Those names as plain names too (``importlib.reload(m)``); ``code`` and ``imp`` are common variable names.
 _DYNAMIC_MODULE_NAMES = DYNAMIC_MODULES - {"code", "codeop", "imp"}
 DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "locals", "vars", "__builtins__",
@@ -37,7 +42,8 @@ DYNAMIC_NAMES = frozenset({"__import__", "eval", "exec", "compile", "globals", "
 DYNAMIC_ATTRIBUTES = frozenset({"_getframe", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame",
                                 "cr_frame", "ag_frame", "__closure__", "cell_contents", "__globals__", "__builtins__",
                                 "__subclasses__", "__getattribute__", "__import__", "__loader__", "__reduce__",
-                                "__reduce_ex__", "attrgetter", "methodcaller"})
+                                "__reduce_ex__", "attrgetter", "methodcaller", "_import_dotted_name", "runctx",
+                                "runcall"})
 _GETTERS = ("getattr", "hasattr")
 _TEXT_METHODS = {"upper", "lower", "strip", "title", "capitalize", "casefold"}
 
@@ -225,7 +231,8 @@ def dynamic(source: Source) -> list[Finding]:
                       if a.name.split(".")[0] in DYNAMIC_MODULES]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             if node.module.split(".")[0] in DYNAMIC_MODULES or (node.module == "sys" and any(
-                    a.name in ("modules", "_getframe") for a in node.names)):
+                    a.name in ("modules", "_getframe") for a in node.names)) or any(
+                    a.name in DYNAMIC_ATTRIBUTES for a in node.names):
                 found.append(source.finding(node, f"from {node.module} import ..."))
         elif isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES | _DYNAMIC_MODULE_NAMES:
             found.append(source.finding(node, node.id))
@@ -236,6 +243,9 @@ def dynamic(source: Source) -> list[Finding]:
             found.append(source.finding(node, f".{node.attr}"))
         elif isinstance(node, ast.Attribute) and node.attr == "__dict__" and _root(node.value) not in plain:
             found.append(source.finding(node, f"{ast.unparse(node)} (a module's namespace)"))
+        elif isinstance(node, ast.Call) and any(k.arg == "weights_only" and not (
+                isinstance(k.value, ast.Constant) and k.value.value is True) for k in node.keywords):
+            found.append(source.finding(node, f"{ast.unparse(node)[:80]} (unpickles any class it names)"))
         elif isinstance(node, ast.Call) and _callee(node) in _GETTERS and len(node.args) >= 2 \
                 and source.fold(node.args[1]) is None and _root(node.args[0]) not in plain:
             found.append(source.finding(node, f"{ast.unparse(node)[:80]} (a name the grader cannot compute)"))
@@ -265,15 +275,19 @@ def _parse(folder: Path, name: str) -> Source | Finding:
         return Finding(path.name, getattr(exc, "lineno", 0) or 0, f"does not parse ({exc})")
 
 
-def package(folder: Path, entry: str) -> tuple[list[Source], list[Finding]]:
+def package(folder: Path, entry: str, init: bool = True) -> tuple[list[Source], list[Finding]]:
     """``entry``'s module of the submission in ``folder``, ``__init__``, and every module of the package
     they import, transitively; with findings for files that do not parse and for imports of package
-    modules that are not files of the submission (written at run time, perhaps)."""
+    modules that are not files of the submission (written at run time, perhaps).
+
+    ``init``: ``__init__`` is read as what importing any module of the package runs (P5: all that runs in
+    its worker); else only where a module takes names from the package itself (P3: what the entry's
+    functions reach)."""
     present = {path.stem for path in folder.glob("*.py")}
     parsed = {name: _parse(folder, name) for name in present}
-    init = parsed.get("__init__")
-    bound = _top_level_names(init.tree) if isinstance(init, Source) else set()
-    todo, seen, sources, problems = [entry, "__init__"], set(), [], []
+    init_source = parsed.get("__init__")
+    bound = _top_level_names(init_source.tree) if isinstance(init_source, Source) else set()
+    todo, seen, sources, problems = [entry, "__init__"] if init else [entry], set(), [], []
     while todo:
         name = todo.pop(0)
         if name in seen or name not in present:
@@ -298,7 +312,7 @@ def package(folder: Path, entry: str) -> tuple[list[Source], list[Finding]]:
                     missing.append(member)
                 problems += [source.finding(node, f"imports {PACKAGE}.{m}, which is not a file of the submission")
                              for m in missing]
-                todo += own
+                todo += own if init or own == ["__init__"] else [m for m in own if m != "__init__"]
     return sources, problems
 
 

@@ -20,14 +20,16 @@ about lr * eps / 2 per step; a lost momentum buffer or accumulator restarts the 
 mismatch names the step, the parameter, the index of the largest difference and both values,
 and, where the submission's trajectory matches a well-known mistake run in the judge, says so.
 
-Every test first reads the submission's source (the judge's copy: ``optim.py`` and every module
-of the package it imports, ``__init__.py`` included): a use of torch.optim's optimizers other than
-``Optimizer``, their modules or functional forms, ``torch._foreach_*``, or any dynamic way of
-reaching code (``importlib``, ``eval``, ``gc``, a computed ``getattr`` on a module...) fails every
-test with the rule, the file and the line (``optim_source.assert_written_here``). Then each test runs
-with the delegation tripwires armed (``sub.forbidding``), a second line: the submission calling
-torch.optim's SGD / Adagrad, their step or functional forms, ``torch._foreach_*`` or
-``importlib.reload`` fails the test with the rule.
+P5's tests run in a worker of their own whose torch has no working optimizer (``drivers/optim_stubs.py``):
+torch.optim's optimizer modules are stubs there (the files the worker can read included) and the
+fused / foreach optimizer kernels raise, so no route to torch's update (a class, a functional form, a
+resolver by string, a pickled name, replayed text, a rebinding from another module) performs one.
+Every test first reads the submission's source (the judge's copy): a module of the package that is a
+near copy of one of torch's optimizer modules (token similarity), or, in ``optim.py`` and every module
+of the package it imports (``__init__.py`` included), a use of torch.optim's optimizers other than
+``Optimizer``, their modules or functional forms, ``torch._foreach_*``, or any dynamic way of reaching
+code, fails every test with the rule, the file and the line (``optim_source.assert_written_here``): the
+message an honest student needs. The delegation tripwires (``sub.forbidding``) stay armed as well.
 """
 
 from __future__ import annotations
@@ -40,10 +42,18 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from grader.judge.drivers import optim as drive
-from grader.judge.drivers import optim_source
+from grader.judge.drivers import optim_source, optim_stubs
 from grader.judge.drivers.optim import TORCH_NAME, JudgeSide, Scenario, WorkerSide
 
 ORACLE = JudgeSide()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_worker(sub):
+    """P5's tests run in a worker of their own whose torch has no working optimizer: torch.optim's
+    optimizer modules are stubs there and its fused / foreach kernels raise (``drivers.optim_stubs``)."""
+    with sub.withholding(optim_stubs.withheld()):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -111,7 +111,7 @@ def save_and_reload(sub, fresh, point: drive.SavePoint, scramble: int = 12345) -
     optimizer: (the file's bytes, what load returned, fresh model, fresh optimizer)."""
     call = f"{SAVE}(model, optimizer, {ITERATION}, path)"
     with Folder(sub, "resume") as folder:
-        model, optimizer = drive.stage(sub, point)
+        model, optimizer = drive.restore_point(sub, point)
         check_no_raise(sub.outcome(SAVE, model, optimizer, ITERATION, folder.path("ckpt.pt")), call)
         data = written(folder, "ckpt.pt", call)
     fresh_model, fresh_optimizer = drive.fresh_run(fresh.sub, point.optimizer_name, scramble)
@@ -173,7 +173,7 @@ def test_file_objects(sub, fresh):
     """save and load work on file objects (BytesIO, open files) at their current position"""
     prefix = b"GRADER-PREFIX\x00\x01"
     point = drive.save_point("adamw", warmup=2)
-    model, optimizer = drive.stage(sub, point)
+    model, optimizer = drive.restore_point(sub, point)
     buffer = sub.lib("io.BytesIO")
     buffer.call("write", prefix)
     call = f"{SAVE}(model, optimizer, {ITERATION}, buffer, note='kept') on a BytesIO holding {len(prefix)} bytes"
@@ -258,7 +258,7 @@ def unsafe_extras(sub) -> dict[str, object]:
 def test_unsafe_extras_refused_before_writing(sub):
     """Extras that would not load with weights_only=True raise ValueError and nothing is written"""
     point = drive.save_point("sgd_momentum", warmup=1)
-    model, optimizer = drive.stage(sub, point)
+    model, optimizer = drive.restore_point(sub, point)
     with Folder(sub, "refused") as folder:
         path = folder.path("ckpt.pt")
         call = f"{SAVE}(model, optimizer, {ITERATION}, path)"
@@ -371,7 +371,7 @@ def test_cuda_rng_and_model_restored(sub, fresh):
         cuda_state = torch.cuda.get_rng_state()
         expected = torch.randn(16, device="cuda").cpu()
     point = drive.save_point("adamw", warmup=2)
-    model, optimizer = drive.stage(sub, point, device="cuda")
+    model, optimizer = drive.restore_point(sub, point, device="cuda")
     sub.lib("torch.cuda.set_rng_state", cuda_state)
     buffer = sub.lib("io.BytesIO")
     call = f"{SAVE}(cuda_model, optimizer, {ITERATION}, BytesIO())"

@@ -1,6 +1,6 @@
 """``grader mutate``: every small change a mutation engine can make to the reference, graded.
 
-The curated corpus (``grader/selfproof/mutants/``) holds the mistakes its authors thought of; this
+The curated corpus (``grader/mistakes/``) holds the mistakes its authors thought of; this
 command measures the hidden suites against all of the engine's mutants of the reference
 instead: one problem at a time, only code between ``# BEGIN SOLUTION`` / ``# END SOLUTION``
 and never a string literal (docstrings, error messages). A mutant is killed when its problem

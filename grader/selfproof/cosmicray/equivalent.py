@@ -1,4 +1,4 @@
-"""The reviewed list of equivalent mutants (``grader/selfproof/mutants/equivalent.toml``).
+"""The reviewed list of equivalent mutants (``grader/selfproof/cosmicray/equivalent.toml``).
 
 Each ``[[equivalent]]`` names a mutant by ``module``, ``operator`` (the engine's name,
 e.g. ``core/NumberReplacer``), ``line`` (the mutated line's text, stripped), optional
@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...catalog import read_toml
-from ...paths import MUTANTS
 from .regions import Identity
 
-LIST = MUTANTS / "equivalent.toml"
+LIST = Path(__file__).parent / "equivalent.toml"
 
 
 class EquivalentListError(ValueError):

@@ -35,7 +35,7 @@ from cosmic_ray.work_item import WorkerOutcome, WorkResult
 from ...grading.grade import hidden_suites
 from ...paths import KIT_ROOT
 from ...problems import PROBLEMS
-from ...grading.submission import stage
+from ...submission import stage
 from .regions import Eligibility, Identity, identities
 
 SOLUTIONS = KIT_ROOT / "solutions"

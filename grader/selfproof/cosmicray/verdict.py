@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from ...grading.grade import GradingError, grade
-from ...grading.submission import SubmissionError
+from ...submission import SubmissionError
 
 KILLED, SURVIVED, GRADER_ERROR = 1, 0, 3
 MARK = "mutant verdict:"  # first words of the line the report reads back

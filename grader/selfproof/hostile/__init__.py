@@ -26,6 +26,10 @@ filled in when a submission is written.
 check: ``expect = "reference"`` with the one test it cheats on). ``gpu = true`` marks an attack on a
 GPU test: it runs only where CUDA does (``python -m grader.selfproof.hostile --gpu`` on a GPU
 runner, ``grader/bench/gpu_runner.sh``) and is reported as not run elsewhere.
+
+``graded_beside`` lists problems graded in the same session before the attack's own (their tests
+import their modules into the session's worker first); such an attack may edit their modules,
+and its control and reference are graded on the same problems.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from ...catalog import CatalogError, read_toml
 from ...paths import ASSIGNMENT as STUBS
 from ...paths import SOLUTIONS
 from ...problems import PROBLEMS
-from ...grading.submission import stage
+from ...submission import stage
 
 CATALOG = Path(__file__).parent / "attacks.toml"
 FILES = Path(__file__).parent / "files"
@@ -61,21 +65,27 @@ class Attack:
     replace: str = ""
     files: dict[str, str] = field(default_factory=dict)
     fails: list[str] = field(default_factory=list)
+    graded_beside: list[str] = field(default_factory=list)
     options: dict[str, float] = field(default_factory=dict)  # call_seconds, budget_seconds, memory_mb
 
     @property
+    def graded(self) -> str:
+        """The problems its grading runs, in the form ``grading.grade`` takes: "P5", "P1,P5"."""
+        return ",".join(sorted({*self.graded_beside, self.problem}))
+
+    @property
     def control(self) -> tuple[str, str, str, str]:
-        """What this attack's grading is compared with: (kind, module, function, problem)."""
+        """What this attack's grading is compared with: (kind, module, function, problems graded)."""
         if self.expect in ("wrong", "raises"):
-            return self.expect, self.module, self.function, self.problem
+            return self.expect, self.module, self.function, self.graded
         if self.expect in ("import-fails", "sabotaged"):  # the problem's own module, whichever the attack edits
-            return self.expect, PROBLEMS[self.problem].module, "", self.problem
-        return reference(self.problem)
+            return self.expect, PROBLEMS[self.problem].module, "", self.graded
+        return reference(self.graded)
 
 
-def reference(problem: str) -> tuple[str, str, str, str]:
-    """The control key of the plain reference graded on ``problem``."""
-    return "reference", "", "", problem
+def reference(problems: str) -> tuple[str, str, str, str]:
+    """The control key of the plain reference graded on ``problems`` (see ``Attack.graded``)."""
+    return "reference", "", "", problems
 
 
 def defaults(catalog: Path = CATALOG) -> dict[str, float]:
@@ -93,8 +103,10 @@ def load(catalog: Path = CATALOG) -> list[Attack]:
         attack = Attack(**entry, options=options)
         if attack.expect not in EXPECTATIONS:
             raise CatalogError(f"attack {attack.id}: expect must be one of {', '.join(EXPECTATIONS)}")
-        if attack.problem not in PROBLEMS or attack.module not in (PROBLEMS[attack.problem].module, "__init__"):
-            raise CatalogError(f"attack {attack.id}: {attack.module}.py is not problem {attack.problem}'s module")
+        graded = [attack.problem, *attack.graded_beside]
+        if any(problem not in PROBLEMS for problem in graded) or attack.module not in (
+                "__init__", *(PROBLEMS[problem].module for problem in graded)):
+            raise CatalogError(f"attack {attack.id}: {attack.module}.py is not the module of a problem it grades")
         if attack.expect in ("wrong", "raises") and not attack.function:
             raise CatalogError(f"attack {attack.id}: expect = {attack.expect!r} needs the function it is about")
         missing = [name for name in attack.files.values() if not (FILES / name).is_file()]

@@ -63,7 +63,7 @@ def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: 
         materialize(attack, submission, values)
         watch = attack_watch(grading, run_root, siblings, marker)
         watch.start()
-        graded = grade(grading, submission, out, attack.problem, attack.options, reaper)
+        graded = grade(grading, submission, out, attack.graded, attack.options, reaper)
         tags = [marker, str(grading)]
         deadline = time.monotonic() + 10
         while (left := left_behind(tags)) and time.monotonic() < deadline:
@@ -71,7 +71,7 @@ def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: 
         left += reaper.orphans()
         kill_left_behind(tags)
         time.sleep(1)
-        control, plain = controls[attack.control], controls[reference(attack.problem)]
+        control, plain = controls[attack.control], controls[reference(attack.graded)]
         limit = float(attack.options["budget_seconds"]) + SLACK_SECONDS
         row.facts["points"] = points_fact(attack, graded, control, plain)
         row.facts["time"] = (graded.returncode is not None and graded.seconds <= limit, f"{graded.seconds:.0f} s")
@@ -91,11 +91,11 @@ def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: 
 
 
 def _grade_control(key: tuple[str, str, str, str], run_root: Path, options: dict, reaper: Reaper) -> Graded:
-    kind, module, function, problem = key
-    grading = run_root / "-".join(filter(None, ("control", kind, problem, module, function)))
+    kind, module, function, problems = key
+    grading = run_root / "-".join(filter(None, ("control", kind, problems.replace(",", "+"), module, function)))
     submission, out = layout(grading)
     materialize_control(kind, module, function, submission)
-    return grade(grading, submission, out, problem, options, reaper)
+    return grade(grading, submission, out, problems, options, reaper)
 
 
 def _table(rows: list[Row]) -> Table:
@@ -149,7 +149,7 @@ def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2
     reaper = Reaper()
     secrets_ = secret_lines(KIT_ROOT)
     try:
-        keys = sorted({a.control for a in catalog} | {reference(a.problem) for a in catalog})
+        keys = sorted({a.control for a in catalog} | {reference(a.graded) for a in catalog})
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             graded = list(pool.map(lambda key: _grade_control(key, run_root, options, reaper), keys))
         controls = dict(zip(keys, graded))

@@ -62,10 +62,10 @@ def layout(grading: Path) -> tuple[Path, Path]:
     return grading / "submission", grading / "results" / "results.json"
 
 
-def grade(grading: Path, submission: Path, out: Path, problem: str, options: dict, reaper: Reaper) -> Graded:
-    """``grader grade`` on ``submission``'s ``problem`` with the ci profile and an attack's ``options``
-    (call_seconds, budget_seconds, memory_mb), stopped ``SLACK_SECONDS`` after its budget."""
-    settings = GradingOptions(problems=(problem,), profile="ci", **options)
+def grade(grading: Path, submission: Path, out: Path, problems: str, options: dict, reaper: Reaper) -> Graded:
+    """``grader grade`` on ``submission``'s ``problems`` (comma-separated) with the ci profile and an attack's
+    ``options`` (call_seconds, budget_seconds, memory_mb), stopped ``SLACK_SECONDS`` after its budget."""
+    settings = GradingOptions(problems=tuple(problems.split(",")), profile="ci", **options)
     budget = settings.budget_seconds
     command = [sys.executable, "-m", "grader", "grade", str(submission), "--out", str(out), *settings.to_argv()]
     env = kit_pythonpath({**os.environ, "TMPDIR": str(grading / "tmp")})

@@ -64,7 +64,7 @@ def test_bundle_holds_the_scripts_and_the_grader_but_no_reference(autograder_zip
         assert stat.S_IMODE(infos[name].external_attr >> 16) == 0o755
     private = ("kit/solutions", "kit/assignment", "kit/tests", "kit/grader/tests")
     leaked = [name for name in infos if name.startswith(private) or "__pycache__" in name
-              or (name.startswith("kit/grader/selfproof/mutants/") and name.endswith(".toml"))]
+              or (name.startswith("kit/grader/mistakes/") and name.endswith(".toml"))]
     assert not leaked
     again = tmp_path / "again.zip"
     assert bundle.main(str(again)) == 0 and again.read_bytes() == autograder_zip.read_bytes()  # reproducible

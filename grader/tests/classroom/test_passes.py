@@ -38,7 +38,7 @@ def test_gpu_only_is_refused_at_once_without_cuda(tmp_path, capsys):
 def passes(tmp_path_factory) -> dict[str, Path]:
     """The reference and a P4 mutant graded (P4, ci profile) three ways: CPU pass, GPU pass, whole."""
     root = tmp_path_factory.mktemp("passes")
-    mutant = tomllib.loads((KIT / "grader" / "selfproof" / "mutants" / "p4_flops.toml").read_text())["mutant"][0]
+    mutant = tomllib.loads((KIT / "grader" / "mistakes" / "p4_flops.toml").read_text())["mutant"][0]
     for student, edit in (("reference", None), ("mutant", mutant)):
         folder = root / "class" / student / "assignment"
         folder.mkdir(parents=True)

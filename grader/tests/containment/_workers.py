@@ -239,7 +239,7 @@ def package(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def worker(package):
-    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64))
+    worker = Worker(package, Limits(memory_bytes=1536 << 20, processes=64))
     yield worker
     worker.close()
 

@@ -27,13 +27,13 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's c
 
 
 def test_isolation_is_reported_and_real(worker):
-    check_isolation(worker, "bubblewrap" if not bubblewrap.usable() else "hand-written namespaces")
+    check_isolation(worker, "bubblewrap" if not bubblewrap.why_not_usable() else "hand-written namespaces")
 
 
 def test_hand_written_namespaces_still_confine_where_bubblewrap_runs(package):
-    if bubblewrap.usable():
-        pytest.skip(bubblewrap.usable())
-    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64, bubblewrap=False))
+    if bubblewrap.why_not_usable():
+        pytest.skip(bubblewrap.why_not_usable())
+    worker = Worker(package, Limits(memory_bytes=1536 << 20, processes=64, bubblewrap=False))
     try:
         check_isolation(worker, "hand-written namespaces")
     finally:
@@ -58,7 +58,7 @@ def check_isolation(worker: Worker, confinement: str) -> None:
 
 def test_without_namespaces_the_worker_still_works_and_says_so(package):
     """A host that refuses namespaces (a container without CAP_SYS_ADMIN) gets the fallback."""
-    worker = Worker(package, Limits(call_seconds=5, memory_bytes=1536 << 20, processes=64, namespaces=False))
+    worker = Worker(package, Limits(memory_bytes=1536 << 20, processes=64, namespaces=False))
     try:
         assert call(worker, "ok", 7) == 7
         with pytest.raises(WorkerFailure, match="SIGSEGV"):
@@ -80,7 +80,7 @@ def test_the_worker_has_a_user_name_and_writable_caches_under_any_uid(package, l
     """The worker's uid has no passwd entry: the user name, home and caches come from its
     environment, inside its private folder, in every mode (torch 2.11 fails to build an optimizer
     otherwise)."""
-    worker = Worker(package, Limits(call_seconds=20, memory_bytes=1536 << 20, processes=64, **limits))
+    worker = Worker(package, Limits(memory_bytes=1536 << 20, processes=64, **limits))
     try:
         found = call(worker, "identity", timeout=20)
     finally:
@@ -97,7 +97,7 @@ def test_openmp_threads_sleep_when_idle_unless_the_environment_says_otherwise(pa
             monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
         else:
             monkeypatch.setenv("OMP_WAIT_POLICY", given)
-        worker = Worker(package, Limits(call_seconds=20, memory_bytes=1536 << 20, processes=64))
+        worker = Worker(package, Limits(memory_bytes=1536 << 20, processes=64))
         try:
             assert call(worker, "getenv", "OMP_WAIT_POLICY", timeout=20) == expected
         finally:

@@ -49,7 +49,7 @@ def test_memory_cap_stops_the_worker(worker):
 def test_memory_outside_the_resident_set_is_capped(package, monkeypatch, where, cgroup):
     if not cgroup:
         monkeypatch.setattr(cgroups, "create", lambda *args: None)
-    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
+    worker = Worker(package, Limits(memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
     try:
         with pytest.raises(WorkerFailure, match="MiB of memory"):
             call(worker, "balloon", where, 2, timeout=60)
@@ -63,7 +63,7 @@ def test_a_burst_between_two_samples_is_refused_with_the_answer(package, monkeyp
     """Without a cgroup, memory filled faster than the watchdog samples is caught before the answer counts."""
     monkeypatch.setattr(cgroups, "create", lambda *args: None)
     monkeypatch.setattr(MemoryWatch, "watch", lambda self: None)  # no sample lands during the call
-    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
+    worker = Worker(package, Limits(memory_bytes=1 << 30, disk_bytes=3 << 30, processes=64))
     try:
         with pytest.raises(WorkerFailure, match="MiB of memory"):
             call(worker, "balloon", "/dev/shm", 2, timeout=60)
@@ -77,7 +77,7 @@ def test_measure_counts_what_a_child_spent(package, monkeypatch, cgroup):
     """CPU time, peak memory, bytes written and read and page faults of a forked child that has exited count for its worker."""
     if not cgroup:
         monkeypatch.setattr(cgroups, "create", lambda *args: None)
-    worker = Worker(package, Limits(call_seconds=30, memory_bytes=1 << 30, processes=64))
+    worker = Worker(package, Limits(memory_bytes=1 << 30, processes=64))
     try:
         assert worker.measure() is None  # not running
         call(worker, "ok")
@@ -117,7 +117,7 @@ def test_output_flood_is_drained_and_truncated(worker):
 
 
 def test_detached_processes_die_with_the_worker(package):
-    worker = Worker(package, Limits(call_seconds=5))
+    worker = Worker(package, Limits())
     try:
         assert call(worker, "sleepers") == "started"
         assert wait_until(lambda: len(marked_processes()) >= 2), "the sleepers did not start"
@@ -128,7 +128,7 @@ def test_detached_processes_die_with_the_worker(package):
 
 def test_process_count_is_capped_and_all_die(package):
     # Forked children share their parent's pages; a resident-size sum counts them once per child.
-    worker = Worker(package, Limits(call_seconds=20, processes=48, memory_bytes=16 << 30))
+    worker = Worker(package, Limits(processes=48, memory_bytes=16 << 30))
     try:
         started = call(worker, "forks", 100, timeout=30)
         assert 0 < started < 48
@@ -149,7 +149,7 @@ def test_a_lying_value_crosses_as_opaque(worker):
 
 def test_import_errors_never_pass_for_the_function_s_own_exceptions(tmp_path):
     folder = a_package(tmp_path, tricks="raise ValueError('at import')\n")
-    worker = Worker(folder, Limits(call_seconds=5))
+    worker = Worker(folder, Limits())
     try:
         raised = call(worker, "ok")
     finally:
@@ -160,7 +160,7 @@ def test_import_errors_never_pass_for_the_function_s_own_exceptions(tmp_path):
 
 def test_a_slow_package_import_counts_against_the_call(tmp_path):
     folder = a_package(tmp_path, __init__="import time\ntime.sleep(60)\n", tricks="def ok():\n    return 1\n")
-    worker = Worker(folder, Limits(call_seconds=3))
+    worker = Worker(folder, Limits())
     started = time.monotonic()
     try:
         with pytest.raises(WorkerFailure, match="importing your package"):
@@ -172,7 +172,7 @@ def test_a_slow_package_import_counts_against_the_call(tmp_path):
 
 def test_a_module_that_ends_the_worker_at_import_is_not_imported_again(tmp_path):
     folder = a_package(tmp_path, tricks="import os\nos._exit(0)\n", other="def ok():\n    return 1\n")
-    worker = Worker(folder, Limits(call_seconds=5))
+    worker = Worker(folder, Limits())
     try:
         with pytest.raises(WorkerFailure, match="importing tricks.py"):
             call(worker, "ok")

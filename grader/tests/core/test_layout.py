@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.containment.launch import SYSCALL_FILTER, stage
+from grader.containment.launch import SYSCALL_FILTER, worker_folders
 
 GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
@@ -25,14 +25,14 @@ ARROWS: dict[str, set[str]] = {
     "confined": {"core.wire"},  # inside the sandbox: the wire format and its own modules, nothing else
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     "containment": {"core.wire", "core.backend", "core.options", "core.paths", "confined.config"},
-    # The diagnosis replays the curated mutants (the catalog of known mistakes), staged as submissions are.
-    "judge": {"core", "containment", "selfproof.mutants", "grading.submission"},
+    "mistakes": {"core"},  # the catalog of known mistakes: a fact of the problem set, like problems.py
+    "judge": {"core", "containment", "mistakes"},  # the diagnosis replays the known mistakes
     "grading": {"core"},  # the judge runs as its own process (pytest -p grader.judge.plugin): never imported
     "classroom": {"core", "grading"},
-    "selfproof": {"core", "grading", "classroom", "containment", "release"},  # the release is part of the proof
-    "release": {"core", "selfproof.mutants"},  # the leak check refuses the text of the reference's mutants
+    "selfproof": {"core", "mistakes", "grading", "classroom", "containment", "release"},  # the release is part of the proof
+    "release": {"core", "mistakes"},  # the leak check refuses the text of the known mistakes
     "core": {"core.wire", "core.backend", "core.record", "core.options", "core.paths", "core.problems",
-             "core.arguments", "core.catalog", "grading.results"},  # a refused command still leaves a results.json
+             "core.arguments", "core.catalog", "core.submission", "grading.results"},  # a refused command still leaves a results.json
 }
 # The command line is the entry: it reaches every zone's ``main`` (by name) and asks containment about the host.
 ENTRY = GRADER / "cli.py"
@@ -127,7 +127,7 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
     package = tmp_path / "assignment"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    base = stage(package, None)
+    base = worker_folders(package, None)
     try:
         code = sorted(p.name for p in (base / "work" / "_kit").glob("*.py"))
         assert code == sorted(["wire.py", *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
@@ -135,3 +135,11 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
         assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
         shutil.rmtree(base)
+
+
+def test_the_sandbox_imports_the_package_the_judge_stages():
+    """``confined/`` may import nothing of the kit, so it names the package again: the same one."""
+    from grader.confined import dispatch
+    from grader.paths import PACKAGE
+
+    assert dispatch.PACKAGE == PACKAGE

@@ -21,7 +21,7 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.tu
 
 
 def roundtrip(value):
-    return wire.decode(json.loads(json.dumps(wire.encode(value))))
+    return wire.decode(wire.crossed({"$type": "result", "value": wire.encode(value)})["value"])
 
 
 def same(a, b) -> bool:
@@ -107,10 +107,12 @@ def test_exceptions_cross_as_names_and_message():
 
 
 @pytest.mark.parametrize("data", [
-    {"$t": "tensor", "dtype": "float32", "shape": [2], "data": "AAAA"},  # wrong byte count
-    {"$t": "tensor", "dtype": "__class__", "shape": [1], "data": ""},
-    {"$t": "tensor", "dtype": "float32", "shape": [-1], "data": ""},
-    {"$t": "ndarray", "dtype": "|O", "shape": [1], "data": "AAAAAAAAAAA="},
+    {"$t": "tensor", "dtype": "float32", "shape": [2], "data": b"\0\0\0\0"},  # wrong byte count
+    {"$t": "tensor", "dtype": "__class__", "shape": [1], "data": b""},
+    {"$t": "tensor", "dtype": "float32", "shape": [-1], "data": b""},
+    {"$t": "tensor", "dtype": "float32", "shape": [0], "data": ""},  # bytes only as a payload, never as text
+    {"$t": "ndarray", "dtype": "|O", "shape": [1], "data": b"\0" * 8},
+    {"$t": "bytes", "data": 0},  # a payload number the frame did not resolve
     {"$t": "float", "bits": -1},
     {"$t": "float", "bits": True},
     {"$t": "pickle", "data": "gASVAAAAAAAAAAA="},
@@ -129,11 +131,38 @@ def test_frames_roundtrip_and_reject_bad_versions():
     message = wire.parse_frame(raw[4:4 + wire.frame_length(raw[:4])])
     assert wire.decode(message["value"]) == [1.5, "x"]
     with pytest.raises(wire.WireError):
-        wire.parse_frame(json.dumps({"v": 99, "$type": "result"}).encode())
+        wire.parse_frame(_payload(json.dumps({"v": 99, "$type": "result"}).encode(), [], b""))
     with pytest.raises(wire.WireError):
-        wire.parse_frame(b"\x80\x04not json")
+        wire.parse_frame(_payload(b"\x80\x04not json", [], b""))
     with pytest.raises(wire.WireError):
         wire.frame_length((wire.MAX_FRAME + 1).to_bytes(4, "big"))
+
+
+def test_byte_payloads_cross_beside_the_json_not_inside_it():
+    tensor = torch.arange(1000, dtype=torch.float32)
+    raw = wire.frame({"$type": "result", "value": wire.encode([tensor, b"xyz", 0.1])})
+    assert tensor.numpy().tobytes() in raw and b"xyz" in raw and b"0.1" in raw
+    back = wire.decode(wire.parse_frame(raw[4:])["value"])
+    assert torch.equal(back[0], tensor) and back[1] == b"xyz" and back[2] == 0.1
+
+
+def _payload(text: bytes, sizes: list[int], data: bytes) -> bytes:
+    return len(text).to_bytes(4, "big") + text + len(sizes).to_bytes(4, "little") + \
+        b"".join(size.to_bytes(8, "little") for size in sizes) + data
+
+
+@pytest.mark.parametrize("payload", [
+    _payload(b'{"v":2,"$type":"x","value":{"$t":"bytes","data":1}}', [2], b"ab"),  # no payload 1
+    _payload(b'{"v":2,"$type":"x","value":{"$t":"bytes","data":"0"}}', [2], b"ab"),  # not a number
+    _payload(b'{"v":2,"$type":"x"}', [3], b"ab"),  # shorter than it says
+    _payload(b'{"v":2,"$type":"x"}', [1], b"ab"),  # bytes after its payloads
+    _payload(b'{"v":2,"$type":"x"}', [2**63], b"ab"),  # a length past the frame
+    _payload(b'{"v":2,"$type":"x"}', [], b"")[:-2],  # truncated count
+    (10**6).to_bytes(4, "big") + b'{"v":2}',  # JSON longer than the frame
+])
+def test_parse_frame_rejects_malformed_byte_payloads(payload):
+    with pytest.raises(wire.WireError):
+        wire.parse_frame(payload)
 
 
 def test_a_frame_never_carries_bare_nan():

@@ -13,7 +13,7 @@ from grader.classroom import show
 from grader.grading.grade import main
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT
-from grader.grading.submission import stage
+from grader.submission import stage
 from grader.tests.grading.test_results import validate
 
 pytestmark = pytest.mark.slow

@@ -5,29 +5,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.grading.submission import stage
-from grader.judge import diagnosis, handle as session
+from grader.submission import stage
+from grader.judge import diagnosis, handle
 from grader.judge.inprocess import InProcess
 from grader.paths import KIT_ROOT
-from grader.selfproof import mutants
+from grader import mistakes
 
 FIXTURES = KIT_ROOT / "grader" / "tests" / "fixtures"
 
 
 def staged(folder: Path, module: str, *appended: Path) -> Path:
     """The reference staged in ``folder`` with each of ``appended`` added to its ``module``.py."""
-    package = stage(mutants.SOLUTIONS, folder)
+    package = stage(mistakes.SOLUTIONS, folder)
     target = package / f"{module}.py"
     target.write_text("\n\n".join([target.read_text(), *(path.read_text() for path in appended)]))
     return package
 
 
-def submission(folder: Path, module: str, *appended: Path) -> session.Submission:
+def submission(folder: Path, module: str, *appended: Path) -> handle.Submission:
     """``staged``, served in process."""
     package = staged(folder, module, *appended)
-    return session.Submission(InProcess(package), package)
+    return handle.Submission(InProcess(package), package)
 
 
-def named(diagnoser: diagnosis.Diagnoser, problem: str, sub: session.Submission, test: str = "") -> list[str]:
+def named(diagnoser: diagnosis.Diagnoser, problem: str, sub: handle.Submission, test: str = "") -> list[str]:
     """The ids of the mistakes ``problem``'s probe names on ``sub`` for a failed ``test`` (any test: "")."""
-    return [mistake.id for mistake in diagnoser.diagnose(problem, session.Recording(), 60, sub, test)]
+    return [mistake.id for mistake in diagnoser.diagnose(problem, handle.Recording(), 60, sub, test)]

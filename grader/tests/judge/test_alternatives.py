@@ -19,7 +19,7 @@ import pytest
 from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
-from grader.grading.submission import stage
+from grader.submission import stage
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.submission import stage
+from grader.submission import stage
+from grader.options import GradingOptions
+
+IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
 
 KIT = Path(__file__).resolve().parents[3]
 
@@ -40,6 +43,6 @@ def test_a_wrong_type_fails_both_suites(tmp_path, function):
     public = run("tests/test_p2_strides.py", "--impl", str(package.parent), "-k", function)
     assert public.returncode == 1 and "failed" in public.stdout and wrong_type in public.stdout, public.stdout[-2000:]
     hidden = run("grader/judge/hidden/test_p2_strides.py", "-p", "grader.judge.plugin", "--submission", str(package),
-                 "--in-process", "--assert=plain", "-k", f"test_{function}")
+                 "--grading-options", IN_PROCESS, "--assert=plain", "-k", f"test_{function}")
     assert "not implemented yet" not in public.stdout + hidden.stdout, (public.stdout + hidden.stdout)[-3000:]
     assert hidden.returncode == 1 and "failed" in hidden.stdout and wrong_type in hidden.stdout, hidden.stdout[-2000:]

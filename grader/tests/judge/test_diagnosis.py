@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.judge import diagnosis, handle as session
-from grader.selfproof import mutants
+from grader.judge import diagnosis, handle
+from grader import mistakes
 from grader import wire
 from grader.judge.inprocess import InProcess
 from grader.judge.diagnosis.replay import unreplayable
 from grader.judge.drivers import optim as drive
 from grader.judge.drivers.same import same
-from grader.grading.submission import stage
+from grader.submission import stage
 
 HANDOUT = Path(__file__).resolve().parents[3] / "handout.md"
 
@@ -37,9 +37,9 @@ def test_answers_are_the_same_behaviour_by_type_value_and_nan(a, b, equal):
     assert same(a, b, close=True) is equal and same(b, a, close=True) is equal
 
 
-def recorded(package: Path, *calls: tuple) -> session.Recording:
+def recorded(package: Path, *calls: tuple) -> handle.Recording:
     """The recording of ``calls`` made on ``package`` in process, as the judge records a test."""
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     for target, *args in calls:
         sub.outcome(target, *args)
     return sub.recording
@@ -50,8 +50,8 @@ def diagnoser() -> diagnosis.Diagnoser:
     return diagnosis.Diagnoser()
 
 
-def mutant(identifier: str) -> mutants.Mutant:
-    return next(m for m in mutants.load() if m.id == identifier)
+def mutant(identifier: str) -> mistakes.Mutant:
+    return next(m for m in mistakes.load() if m.id == identifier)
 
 
 CALLS = {"P4": [("flops.matmul_flops", 2, 3, 4), ("flops.training_days", 7e9, 1e12, 8, 1e15, 1.0),
@@ -65,10 +65,10 @@ CALLS = {"P4": [("flops.matmul_flops", 2, 3, 4), ("flops.training_days", 7e9, 1e
                                                  ("p1-subnormal-exponent-off-by-one", "P1"),
                                                  ("p1-negative-zero-lost", "P1")])
 def test_a_variant_is_named_by_its_own_behaviour_and_the_reference_by_none(identifier, problem, diagnoser, tmp_path):
-    package = mutants.materialize(mutant(identifier), tmp_path / "mutant")
+    package = mistakes.materialize(mutant(identifier), tmp_path / "mutant")
     found = diagnoser.diagnose(problem, recorded(package, *CALLS[problem]), 60)
     assert [m.id for m in found] == [identifier]
-    reference = stage(mutants.SOLUTIONS, tmp_path / "reference")
+    reference = stage(mistakes.SOLUTIONS, tmp_path / "reference")
     assert diagnoser.diagnose(problem, recorded(reference, *CALLS[problem]), 60) == []
 
 
@@ -76,10 +76,10 @@ OPTIMIZERS = {"AdaGrad": dict(lr=0.1, eps=0.1, initial_accumulator_value=0.5, we
               "SGD": dict(lr=0.05, momentum=0.9, weight_decay=0.01)}
 
 
-def driven(package: Path, kind: str) -> session.Recording:
+def driven(package: Path, kind: str) -> handle.Recording:
     """The recording of a P5 trajectory test on ``package`` in process: the optimizer built and stepped by
     handle under the delegation tripwires, as the hidden suite drives it."""
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     with sub.forbidding(drive.DELEGATION, drive.DELEGATION_RULE):
         drive.run(drive.WorkerSide(sub), kind, drive.Scenario(shapes=[(3,), (2, 2)], hyper=OPTIMIZERS[kind], steps=8))
     return sub.recording
@@ -90,33 +90,33 @@ def driven(package: Path, kind: str) -> session.Recording:
                                               ("p5-sgd-weight-decay-after-momentum", "SGD")])
 def test_an_optimizer_stepped_by_handle_is_named_by_its_trajectory(identifier, kind, diagnoser, tmp_path):
     originals = (torch.optim.SGD.step, torch.optim.Adagrad.__init__, torch._foreach_add_)
-    found = diagnoser.diagnose("P5", driven(mutants.materialize(mutant(identifier), tmp_path / "mutant"), kind), 60)
+    found = diagnoser.diagnose("P5", driven(mistakes.materialize(mutant(identifier), tmp_path / "mutant"), kind), 60)
     assert [m.id for m in found] == [identifier]
-    assert diagnoser.diagnose("P5", driven(stage(mutants.SOLUTIONS, tmp_path / "reference"), kind), 60) == []
+    assert diagnoser.diagnose("P5", driven(stage(mistakes.SOLUTIONS, tmp_path / "reference"), kind), 60) == []
     assert (torch.optim.SGD.step, torch.optim.Adagrad.__init__, torch._foreach_add_) == originals  # tripwires off
 
 
 def test_calls_that_do_not_tell_the_mistake_apart_name_nothing(diagnoser, tmp_path):
     """The mutant's own bug is not exercised: its answers are the reference's, so nothing explains a failure."""
-    package = mutants.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
+    package = mistakes.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
     assert diagnoser.diagnose("P4", recorded(package, ("flops.backward_flops", 10, 100)), 60) == []
 
 
 def test_a_recording_that_cannot_be_replayed_names_nothing(diagnoser, tmp_path):
-    package = mutants.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
+    package = mistakes.materialize(mutant("p4-matmul-missing-factor-2"), tmp_path / "mutant")
     recording = recorded(package, *CALLS["P4"])
     recording.block("the source text")
     assert diagnoser.diagnose("P4", recording, 60) == []
-    assert diagnoser.diagnose("P4", session.Recording(), 60) == []
+    assert diagnoser.diagnose("P4", handle.Recording(), 60) == []
     assert diagnoser.diagnose("P4", recorded(package, *CALLS["P4"]), 0) == []  # no time: nothing known
 
 
 def test_handles_made_during_the_test_are_renumbered_and_earlier_ones_stop_the_replay(diagnoser, tmp_path):
-    package = mutants.materialize(mutant("p1-subnormal-exponent-off-by-one"), tmp_path / "mutant")
-    sub = session.Submission(InProcess(package), package)
+    package = mistakes.materialize(mutant("p1-subnormal-exponent-off-by-one"), tmp_path / "mutant")
+    sub = handle.Submission(InProcess(package), package)
     sub.lib("builtins.list", [1])  # a handle made before the test: the worker's numbers go on from it
     earlier = sub.lib("builtins.list", [2])
-    sub.recording = session.Recording()
+    sub.recording = handle.Recording()
     values = sub.lib("builtins.map", sub.named("memory.decode_float"), [1, 0x8000], [torch.float16] * 2)
     assert sub.lib("builtins.list", values).read() == [2.0**-25, -0.0]
     assert [m.id for m in diagnoser.diagnose("P1", sub.recording, 60)] == ["p1-subnormal-exponent-off-by-one"]
@@ -155,9 +155,9 @@ def feedback_has(text: str, *parts: str) -> bool:
 def test_an_object_answered_by_value_is_known_by_its_class_whatever_the_package(diagnoser, tmp_path):
     """An optimizer built where it should have raised crosses as an ``Opaque`` named in the student's package
     (``assignment.optim.AdaGrad``); a variant's is named in its own, and still reproduces it."""
-    package = stage(mutants.SOLUTIONS, tmp_path / "student")
+    package = stage(mistakes.SOLUTIONS, tmp_path / "student")
     written = Path(__file__).parents[1] / "fixtures" / "blind_mistakes" / "p5_optim_adagrad_eps_unchecked.py"
     (package / "optim.py").write_text((package / "optim.py").read_text() + "\n\n" + written.read_text())
-    sub = session.Submission(InProcess(package), package)
+    sub = handle.Submission(InProcess(package), package)
     assert isinstance(sub.outcome("optim.AdaGrad", [torch.zeros(2)], eps=-1.0), wire.Opaque)
     assert [m.id for m in diagnoser.diagnose("P5", sub.recording, 60)] == ["p5-adagrad-no-eps-validation"]

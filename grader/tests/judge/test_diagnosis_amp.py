@@ -9,7 +9,7 @@ import pytest
 
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
-from grader.judge import diagnosis, handle as session
+from grader.judge import diagnosis, handle
 from grader.tests.judge import _probes as probes
 from grader.tests.judge._probes import FIXTURES
 
@@ -40,7 +40,7 @@ def test_correct_code_is_named_nothing(alternative, diagnoser, tmp_path):
 def test_the_student_is_probed_in_a_sandboxed_worker(diagnoser, tmp_path):
     """The probe runs in a fresh worker of the submission, as grading makes it."""
     package = probes.staged(tmp_path, "amp", MISTAKES / "p8_amp_scaled_loss.py")
-    sub = session.Submission(Worker(package, Limits()), package)
+    sub = handle.Submission(Worker(package, Limits()), package)
     try:
         assert probes.named(diagnoser, "P8", sub) == ["p8-scaled-loss-reported"]
     finally:
@@ -52,7 +52,7 @@ def test_checkpointing_skipped_is_named_by_the_memory_it_keeps(diagnoser, tmp_pa
     backward, measured from outside the sandboxed worker as the hidden test measures it, tells the mistake
     (written by a student-like author who never read the catalog: fixtures/blind_mistakes)."""
     package = probes.staged(tmp_path, "amp", FIXTURES / "blind_mistakes" / "p8_amp_checkpoint_ignored.py")
-    sub = session.Submission(Worker(package, Limits()), package)
+    sub = handle.Submission(Worker(package, Limits()), package)
     try:
         assert probes.named(diagnoser, "P8", sub, "test_checkpointed_keeps_only_block_inputs") == [
             "p8-checkpoint-ignored"]

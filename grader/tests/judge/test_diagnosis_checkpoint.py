@@ -11,7 +11,7 @@ import pytest
 
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
-from grader.judge import diagnosis, handle as session
+from grader.judge import diagnosis, handle
 from grader.tests.judge import _probes as probes
 from grader.tests.judge._probes import FIXTURES
 
@@ -21,11 +21,11 @@ def diagnoser() -> diagnosis.Diagnoser:
     return diagnosis.Diagnoser()
 
 
-def submission(folder: Path, *appended: Path) -> session.Submission:
+def submission(folder: Path, *appended: Path) -> handle.Submission:
     return probes.submission(folder, "checkpoint", *appended)
 
 
-def named(diagnoser: diagnosis.Diagnoser, sub: session.Submission, test: str = "") -> list[str]:
+def named(diagnoser: diagnosis.Diagnoser, sub: handle.Submission, test: str = "") -> list[str]:
     return probes.named(diagnoser, "P7", sub, test)
 
 
@@ -46,7 +46,7 @@ def test_correct_code_is_named_nothing(alternative, diagnoser, tmp_path):
 def test_the_student_is_probed_in_sandboxed_workers(diagnoser, tmp_path):
     """The probe's save and load run in two fresh workers of the submission, as grading makes them."""
     package = probes.staged(tmp_path, "checkpoint", FIXTURES / "mistakes" / "p7_checkpoint_python_rng_forgotten.py")
-    sub = session.Submission(Worker(package, Limits()), package)
+    sub = handle.Submission(Worker(package, Limits()), package)
     try:
         assert named(diagnoser, sub) == ["p7-python-random-not-restored"]
     finally:

@@ -117,6 +117,29 @@ def test_the_reference_and_the_stubs_pass_the_scan(package):
     assert optim_source.source_findings(KIT / package) == ()
 
 
+def _torch_loop(stem: str, function: str) -> str:
+    """The body of one of torch's own update functions, as a student might paste it into a helper."""
+    text = (Path(torch.optim.__file__).parent / f"{stem}.py").read_text()
+    body = text[text.index(f"def {function}("):]
+    return body[:body.index("\ndef ", 1)]
+
+
+@pytest.mark.parametrize("stem, function", [("sgd", "_single_tensor_sgd"), ("adagrad", "_single_tensor_adagrad")])
+def test_a_near_copy_of_torchs_update_in_any_module_is_refused_with_its_line(tmp_path, stem, function):
+    copied = "import torch\n\n\n" + _torch_loop(stem, function).replace("param", "weight").replace("grad", "g")
+    folder = _package(tmp_path / "assignment", optim=(KIT / "assignment" / "optim.py").read_text(),
+                      memory=copied)  # not imported by optim.py: a copy counts wherever it is
+    found = optim_source.source_findings(folder)
+    assert {f.file for f in found} == {"memory.py"} and (found[0].line, found[0].what.split(" (")[0]) == (
+        4, f"a near copy of torch's torch/optim/{stem}.py"), found
+
+
+@pytest.mark.parametrize("folder", ["solutions/optim.py", "grader/tests/fixtures/alternatives/p5_optim.py",
+                                    "grader/tests/fixtures/alternatives/p5_optim_lenient.py"])
+def test_written_optimizers_are_no_near_copy(folder):
+    assert optim_source.near_copies("optim.py", (KIT / folder).read_text()) == []
+
+
 def test_a_mismatch_names_the_step_the_parameter_the_index_and_both_values():
     want = [torch.zeros(3, 2, 2)]
     got = [want[0].clone()]

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.selfproof import mutants
+from grader import mistakes
 from grader.problems import PROBLEMS
 from grader.selfproof.selfcheck import independence_violations
+from grader.options import GradingOptions
+
+IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
 
 KIT = Path(__file__).resolve().parents[3]
 HIDDEN = KIT / "grader" / "judge" / "hidden"
@@ -22,7 +25,7 @@ HIDDEN = KIT / "grader" / "judge" / "hidden"
 def collected(tmp_path_factory) -> list[dict]:
     outcomes = tmp_path_factory.mktemp("co") / "outcomes.json"
     run = subprocess.run([sys.executable, "-m", "pytest", str(HIDDEN), "-p", "grader.judge.plugin", "--co", "-q",
-                          "-c", str(HIDDEN / "pytest.ini"), "--submission", str(KIT / "solutions"), "--in-process",
+                          "-c", str(HIDDEN / "pytest.ini"), "--submission", str(KIT / "solutions"), "--grading-options", IN_PROCESS,
                           "--outcomes", str(outcomes)], cwd=KIT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     return json.loads(outcomes.read_text())["outcomes"]
@@ -45,7 +48,7 @@ def test_problems_are_independent():
 
 
 def test_mutant_catalog_applies_cleanly_and_covers_every_problem():
-    catalog = mutants.load()
+    catalog = mistakes.load()
     per_problem = Counter(m.problem for m in catalog)
     assert len(catalog) >= 40 and all(per_problem[key] >= 4 for key in PROBLEMS), dict(per_problem)
     for mutant in catalog:

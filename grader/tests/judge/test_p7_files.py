@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.judge import handle as session
+from grader.judge import handle
 from grader.judge.drivers import checkpoint as drive
 from grader.judge.drivers import checkpoint_file
 from grader.judge.drivers.folder import Folder
@@ -107,8 +107,8 @@ class _Exchanging:
     def __init__(self, host: Path) -> None:
         self.host = host
 
-    def exchange(self) -> session.Exchange:
-        return session.Exchange(host=self.host, inside=str(self.host))
+    def exchange(self) -> handle.Exchange:
+        return handle.Exchange(host=self.host, inside=str(self.host))
 
 
 def test_the_folder_reads_no_link_the_worker_planted(tmp_path):
@@ -139,7 +139,7 @@ def test_the_loading_worker_outlives_its_thread_and_the_other_worker():
     from grader.containment.worker import Worker
 
     folder = Path(__file__).resolve().parents[3] / "solutions"
-    main = session.Submission(Worker(folder), folder)
+    main = handle.Submission(Worker(folder), folder)
     try:
         main.call("checkpoint.load_checkpoint_extras", main.lib("io.BytesIO", saved({"extra": {}})))
         with drive.Loader(main.sibling()) as loader:

@@ -11,6 +11,9 @@ import sys
 from grader.grading.grade import grade
 from grader.paths import HIDDEN
 from grader.paths import KIT_ROOT as KIT
+from grader.options import GradingOptions
+
+IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
 
 QUICK_SUITE = KIT / "grader" / "tests" / "fixtures" / "interrupted" / "test_p3_einsum.py"
 
@@ -19,7 +22,7 @@ def test_a_hidden_suite_runs_with_pytest_deprecations_as_errors():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "grader/judge/hidden/test_p2_strides.py", "-k", "contiguous_strides", "-q",
-         "-p", "grader.judge.plugin", "--submission", "solutions", "--in-process",
+         "-p", "grader.judge.plugin", "--submission", "solutions", "--grading-options", IN_PROCESS,
          "-W", "error::pytest.PytestDeprecationWarning",
          "-c", "grader/judge/hidden/pytest.ini", "--rootdir", "grader/judge/hidden", "-p", "no:cacheprovider"],
         cwd=KIT, env=env, capture_output=True, text=True, timeout=300)

@@ -94,7 +94,7 @@ def sub(request, tmp_path_factory):
     (folder / "__init__.py").write_text("")
     (folder / "tricks.py").write_text(TRICKS)
     backend = (InProcess(folder) if request.param == "in-process" else
-               Worker(folder, Limits(call_seconds=20, namespaces=request.param == "worker")))
+               Worker(folder, Limits(namespaces=request.param == "worker")))
     yield Submission(backend, folder)
     backend.close()
 
@@ -208,7 +208,7 @@ def test_handles_do_not_survive_a_restart(tmp_path):
     folder.mkdir()
     (folder / "__init__.py").write_text("")
     (folder / "tricks.py").write_text(TRICKS)
-    backend = Worker(folder, Limits(call_seconds=20))
+    backend = Worker(folder, Limits())
     try:
         sub = Submission(backend, folder)
         counter = sub.new("tricks.Counter")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.selfproof.mutants import load, materialize
-from grader.grading.submission import stage
+from grader.mistakes import load, materialize
+from grader.submission import stage
 
 KIT = Path(__file__).resolve().parents[3]
 MISTAKES = KIT / "grader" / "tests" / "fixtures" / "mistakes"

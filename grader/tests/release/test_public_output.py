@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.selfproof.mutants import Mutant, load, materialize
+from grader.mistakes import Mutant, load, materialize
 from grader.problems import MODULES
-from grader.grading.submission import stage
+from grader.submission import stage
 
 KIT = Path(__file__).resolve().parents[3]
 

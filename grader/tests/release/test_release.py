@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.selfproof import mutants
+from grader import mistakes
 from grader.release import ReleaseError, build
 from grader.release.assert_no_leak import find_leaks
 from grader.release.assert_portable import find_posix_only_imports
@@ -56,7 +56,7 @@ def test_a_leaked_known_mistake_is_caught(release, tmp_path, source):
     copy = tmp_path / "copy"
     shutil.copytree(release, copy)
     if source == "mutant":
-        text = next(m.replace for m in mutants.load() if m.id == "p1-subnormal-as-normal")
+        text = next(m.replace for m in mistakes.load() if m.id == "p1-subnormal-as-normal")
     else:
         text = (KIT / "grader" / "tests" / "fixtures" / "mistakes" / "p4_flops_days_in_hours.py").read_text()
     with open(copy / "tests" / "test_p1_memory.py", "a") as stream:

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from grader.selfproof import acceptance, mutants
+from grader import mistakes
+from grader.selfproof import acceptance
 from grader.grading.results import GradingResult, TestResult
 
 
@@ -21,7 +22,7 @@ def outcome(problem: str, status: str, points: float = 1, gpu: bool = False) -> 
                       gpu=gpu)
 
 
-GPU_MUTANT = next(m for m in mutants.load() if m.gpu)
+GPU_MUTANT = next(m for m in mistakes.load() if m.gpu)
 
 
 def test_a_good_runner_passes_every_check():
@@ -51,11 +52,11 @@ def test_each_failure_is_named(broken, named):
 def test_without_cuda_it_refuses_at_once_and_says_why():
     done = subprocess.run([sys.executable, "-m", "grader", "selfcheck", "--gpu"], capture_output=True, text=True,
                           timeout=300)
-    if acceptance.probe()["available"]:
+    if acceptance.versions()["available"]:
         pytest.skip("a CUDA device is present: the acceptance itself runs (and is long)")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no CUDA device" in done.stdout and "GPU runner" in done.stdout, done.stdout
 
 
 def test_gpu_only_mutants_stay_out_of_the_cpu_kill_matrix():
-    assert {m.problem for m in mutants.load() if m.gpu} >= {"P4", "P6", "P7"}
+    assert {m.problem for m in mistakes.load() if m.gpu} >= {"P4", "P6", "P7"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from grader.grading.results import GradingResult, TestResult
-from grader.selfproof import mutants
+from grader import mistakes
 from grader.selfproof.selfcheck import _lost, _verdict
 
-MUTANT = mutants.Mutant(id="p2-example", problem="P2", module="strides", find="a", replace="b", description="example")
+MUTANT = mistakes.Mutant(id="p2-example", problem="P2", module="strides", find="a", replace="b", description="example")
 REFERENCE = {"P1": 2.0, "P2": 3.0}
 
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("cosmic_ray", reason="cosmic-ray comes with the dev extra")
 
-from grader.selfproof import mutants  # noqa: E402
+from grader import mistakes  # noqa: E402
 from grader.grading.grade import grade  # noqa: E402
 from grader.judge.plugin import STOPPED  # noqa: E402
 from grader.selfproof.cosmicray import equivalent, mutate  # noqa: E402
@@ -66,9 +66,9 @@ def test_the_kits_equivalent_list_loads():
 @pytest.mark.slow
 def test_verdict_kills_a_mutant_that_loses_points_and_spares_the_reference():
     reference = grade("solutions", problems=["P4"], profile="ci").score  # GPU points not run here are not expected
-    mutant = next(m for m in mutants.load() if m.problem == "P4")
+    mutant = next(m for m in mistakes.load() if m.problem == "P4")
     with tempfile.TemporaryDirectory() as tmp:
-        package = mutants.materialize(mutant, Path(tmp))
+        package = mistakes.materialize(mutant, Path(tmp))
         status, line = verdict(str(package.parent), "P4", reference)
     assert status == KILLED, line
     assert verdict("solutions", "P4", reference)[0] == SURVIVED
@@ -77,9 +77,9 @@ def test_verdict_kills_a_mutant_that_loses_points_and_spares_the_reference():
 def test_first_failure_stops_the_judge_and_judges_the_rest_not_run():
     """What a verdict grades with: the tests after the first failure are "not run", and the grade
     is complete (not a judge that stopped abnormally, which would fail closed)."""
-    mutant = next(m for m in mutants.load() if m.problem == "P1")
+    mutant = next(m for m in mistakes.load() if m.problem == "P1")
     with tempfile.TemporaryDirectory() as tmp:
-        package = mutants.materialize(mutant, Path(tmp))
+        package = mistakes.materialize(mutant, Path(tmp))
         result = grade(package.parent, problems=["P1"], profile="verdict", first_failure=True)
     statuses = [t.status for t in result.tests]
     first = statuses.index("failed")

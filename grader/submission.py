@@ -16,11 +16,11 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from ..problems import MODULES
+from .paths import PACKAGE
+from .problems import MODULES
 
 MAX_FILES = 200
 MAX_BYTES = 20 << 20
-PACKAGE = "assignment"
 
 
 class SubmissionError(ValueError):

@@ -1,4 +1,4 @@
-"""Quick kill check while writing a suite: ``python -m grader.selfproof.mutants P1 [P2 ...]``.
+"""Quick kill check while writing a suite: ``python -m grader.mistakes P1 [P2 ...]``.
 
 Runs each mutant of the named problems against that problem's hidden suite in-process
 (fast, unsafe, for development); ``grader selfcheck`` is the real, sandboxed proof.
@@ -11,8 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ...paths import HIDDEN
+from ..paths import HIDDEN
 from . import load, materialize
+from ..options import GradingOptions
+
+IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
 
 
 
@@ -26,7 +29,7 @@ def main(problems: list[str]) -> int:
             suite = next(HIDDEN.glob(f"test_{mutant.problem.lower()}_*.py"))
             run = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-p", "grader.judge.plugin", "-q", "-x",
                                   "--assert=plain", "-p", "no:cacheprovider", "--submission", str(package),
-                                  "--in-process"], capture_output=True, text=True)
+                                  "--grading-options", IN_PROCESS], capture_output=True, text=True)
         killed = run.returncode != 0
         survivors += not killed
         last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-200:]

@@ -1,4 +1,6 @@
-"""The mutant corpus: plausible student bugs, each a small edit of the reference.
+"""The catalog of known mistakes, a fact of the problem set: plausible student bugs, each a small
+edit of the reference (a mutant). The judge's diagnosis names them, the self-proof's kill matrix
+grades them, the release's leak check refuses their text: all three import it from here, below them.
 
 One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables with ``id``,
 ``description``, ``find`` (text that occurs exactly once in ``solutions/<module>.py``) and
@@ -17,9 +19,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...catalog import CatalogError, read_toml
-from ...grading.submission import stage
-from ...paths import SOLUTIONS
+from ..catalog import CatalogError, read_toml
+from ..submission import stage
+from ..paths import SOLUTIONS
 
 CATALOG = Path(__file__).parent
 _FILE = re.compile(r"p(\d+)_(\w+)\.toml")

@@ -1,0 +1,101 @@
+"""The class report's HTML: one page, inline CSS and SVG, nothing fetched, no script."""
+
+from __future__ import annotations
+
+import io
+import os
+import statistics
+from pathlib import Path
+
+from jinja2 import Environment
+from markupsafe import Markup
+
+from ...problems import PROBLEMS, TOTAL_POINTS
+from ..gradebook.plots import histogram, problem_scores
+from ..gradebook.records import GradebookError, Record, number, read_results
+from ..gradebook.summary import counts, known_mistakes, most_failed, pass_rate, problem_means, tally_tests, totals
+from ..show import find, student_view
+from ..similarity.pairs import Review
+
+TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Class report</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 70em; color: #222; }
+table { border-collapse: collapse; margin: .5em 0 1em; } td, th { border: 1px solid #ccc; padding: .2em .6em; }
+td.n { text-align: right; } .figures { display: flex; flex-wrap: wrap; gap: 1em; } .figures svg { max-width: 100%; height: auto; }
+pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; } .error { color: #a00; }
+</style></head><body>
+<h1>Class report</h1>
+<p id="mean">{{ count.graded + count.error + count.missing }} students: {{ count.graded }} graded, {{ count.error }} errors,
+{{ count.missing }} missing.{% if mean is not none %} Class mean <strong>{{ "%.2f"|format(mean) }}</strong> out of {{ total }}
+(median {{ median }}, graded rows only; error and missing rows are 0 in the gradebook).{% endif %}</p>
+<div class="figures">{{ histogram }}{{ problems }}</div>
+<h2>Per problem</h2>
+<table><tr><th>problem</th><th>graded</th><th>mean</th><th>points</th><th>mean %</th><th>tests passed</th></tr>
+{% for key, module, n, mean, points, rate in per_problem %}<tr><td>{{ key }} {{ module }}</td><td class="n">{{ n }}</td>
+<td class="n">{{ "%.2f"|format(mean) }}</td><td class="n">{{ points }}</td><td class="n">{{ "%.1f"|format(100 * mean / points) }}</td>
+<td class="n">{{ rate }}</td></tr>{% endfor %}</table>
+<h2>Tests most often failed</h2>
+{% if failed %}<ol>{% for name, n in failed %}<li>{{ name }}: failed by {{ n }} of {{ judged }}</li>{% endfor %}</ol>
+{% else %}<p>No test failed.</p>{% endif %}
+<h2>Known mistakes per problem (what to re-teach)</h2>
+{% if mistakes %}<table><tr><th>problem</th><th>mistake</th><th>students</th></tr>
+{% for problem, mistake, n in mistakes %}<tr><td>{{ problem }}</td><td>{{ mistake }}</td><td class="n">{{ n }}</td></tr>{% endfor %}
+</table>{% else %}<p>No failed test matched a known mistake.</p>{% endif %}
+<h2>Errors and missing</h2>
+{% if unfinished %}<table><tr><th>student</th><th>status</th><th>reason</th></tr>
+{% for r in unfinished %}<tr><td><a href="#student-{{ r.student }}">{{ r.student }}</a></td><td class="error">{{ r.status }}</td>
+<td>{{ r.reason }}</td></tr>{% endfor %}</table>{% else %}<p>None.</p>{% endif %}
+<h2>Similarity: pairs to review</h2>
+{% if similarity is none %}<p>Not run (grader similarity, then --similarity DIR).</p>
+{% elif reviews %}<p>No grade was changed. <a href="{{ similarity }}">The pairs side by side</a>.</p>
+<table><tr><th>a</th><th>b</th><th>score</th><th>lines</th></tr>
+{% for r in reviews %}<tr><td>{{ r.a }}</td><td>{{ r.b }}</td><td class="n">{{ "%.2f"|format(r.score) }}</td>
+<td class="n">{{ r.lines }}</td></tr>{% endfor %}</table>{% else %}<p>No pair to review.</p>{% endif %}
+<h2>Students</h2>
+<table><tr><th>student</th><th>total</th>{% for key in keys %}<th>{{ key }}</th>{% endfor %}<th>status</th></tr>
+{% for r in records %}<tr><td><a href="#student-{{ r.student }}">{{ r.student }}</a></td><td class="n">{{ number(r.total) }}</td>
+{% for score in r.problems %}<td class="n">{{ number(score) }}</td>{% endfor %}<td>{{ r.status }}</td></tr>{% endfor %}</table>
+{% for r in records %}<section id="student-{{ r.student }}"><h3>{{ r.student }}</h3>
+<pre>{{ feedback[r.student] }}</pre></section>{% endfor %}
+</body></html>
+"""
+
+
+def _svg(figure) -> Markup:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    return Markup(text[text.index("<svg"):])
+
+
+def _feedback(record: Record, folders: list[Path]) -> str:
+    """What ``grader show`` prints for the student: their feedback, or why there is none."""
+    if record.status == "missing":
+        return f"No result: {record.reason}"
+    for folder in folders:
+        try:
+            return student_view(read_results(find(folder, record.student))[0])[0]
+        except GradebookError:
+            continue
+    return f"{record.status}: {record.reason or f'grader show OUT_DIR {record.student} prints it (two passes: each folder)'}"
+
+
+def html(records: list[Record], folders: list[Path], pairs: list[Review], similarity: Path | None, out: Path) -> str:
+    """The page for ``records``, read from ``folders``, with the similarity ``pairs`` of folder ``similarity``."""
+    graded = [r for r in records if r.status == "graded"]
+    judged = [r for r in records if r.tests]
+    tally = tally_tests(judged)
+    rates = {key: pass_rate({o: sum(c[o] for name, c in tally.items() if name.split()[0] == key)
+                             for o in ("passed", "failed")}) for key in PROBLEMS}
+    scores = totals(records)
+    link = os.path.relpath(similarity / "similarity.html", out.resolve().parent) if similarity else None
+    environment = Environment(autoescape=True)
+    return environment.from_string(TEMPLATE).render(
+        count=counts(records), mean=statistics.fmean(scores) if scores else None,
+        median=number(statistics.median(scores)) if scores else "", total=TOTAL_POINTS,
+        histogram=_svg(histogram(records)), problems=_svg(problem_scores(records)),
+        per_problem=[(*row, rates[row[0]]) for row in problem_means(graded)], failed=most_failed(tally),
+        judged=len(judged), mistakes=known_mistakes(judged), unfinished=[r for r in records if r.status != "graded"],
+        similarity=link, reviews=pairs, keys=list(PROBLEMS), records=records, number=number,
+        feedback={r.student: _feedback(r, folders) for r in records})

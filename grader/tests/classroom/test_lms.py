@@ -1,0 +1,108 @@
+"""grader gradebook --lms: Canvas's gradebook-import columns (read back with the csv module), the
+roster's ids passed through, blank for error and missing rows unless --missing zero; a plain
+per-student CSV; the similarity pairs to review in the summary; bad options refused before work."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from grader.cli import main as grader
+from grader.grading.results import GradingResult
+from grader.problems import TOTAL_POINTS
+from grader.tests.classroom.test_gradebook import outcomes, write
+
+# Canvas's gradebook import: the student columns of its own export, then one column per assignment;
+# the second row holds each assignment's points possible.
+CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+ROSTER = ("student,Student,ID,SIS User ID,SIS Login ID,Section,email\n"
+          "alice,\"Liddell, Alice\",1001,S-1,alice@uni,Sec 1,a@uni\n"
+          "bob,Bob Babbage,1002,S-2,bob@uni,Sec 2,b@uni\n"
+          "carol,Carol Cray,1003,S-3,carol@uni,Sec 1,c@uni\n")
+
+
+@pytest.fixture
+def graded(tmp_path):
+    """alice graded 18 (12 + 6), bob an error row, carol in the roster with no submission."""
+    write(tmp_path / "run", "alice", GradingResult(tests=outcomes(p3=("passed", "failed"))))
+    write(tmp_path / "run", "bob", GradingResult.failed("bob.zip", "not a readable zip file"))
+    (tmp_path / "roster.csv").write_text(ROSTER)
+    return tmp_path
+
+
+def _export(folder, *extra: str) -> int:
+    return grader(["gradebook", str(folder / "run"), "--csv", str(folder / "gb.csv"), "--roster",
+                   str(folder / "roster.csv"), *extra])
+
+
+def _rows(path) -> list[list[str]]:
+    with open(path, newline="") as stream:
+        return list(csv.reader(stream))
+
+
+def test_canvas_export_has_canvas_columns_ids_and_blank_ungraded_rows(graded):
+    assert _export(graded, "--lms", "canvas", "--lms-out", str(graded / "canvas.csv"),
+                   "--lms-assignment", "HW3 Resource accounting (4242)") == 0
+    header, possible, *students = _rows(graded / "canvas.csv")
+    assert header == [*CANVAS_HEADER, "HW3 Resource accounting (4242)"]
+    assert possible == ["Points Possible", "", "", "", "", str(TOTAL_POINTS)]
+    assert students == [["Liddell, Alice", "1001", "S-1", "alice@uni", "Sec 1", "18"],
+                        ["Bob Babbage", "1002", "S-2", "bob@uni", "Sec 2", ""],
+                        ["Carol Cray", "1003", "S-3", "carol@uni", "Sec 1", ""]]
+
+
+def test_missing_zero_gives_error_and_missing_rows_zero(graded):
+    assert _export(graded, "--lms", "canvas", "--lms-out", str(graded / "canvas.csv"), "--missing", "zero") == 0
+    assert [row[-1] for row in _rows(graded / "canvas.csv")[2:]] == ["18", "0", "0"]
+
+
+def test_plain_export_passes_every_roster_column_through(graded):
+    assert _export(graded, "--lms", "plain", "--lms-out", str(graded / "totals.csv")) == 0
+    with open(graded / "totals.csv", newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert list(rows[0]) == ["student", "Student", "ID", "SIS User ID", "SIS Login ID", "Section", "email",
+                             "points", "points_possible"]
+    assert [(r["student"], r["email"], r["points"], r["points_possible"]) for r in rows] == [
+        ("alice", "a@uni", "18", str(TOTAL_POINTS)), ("bob", "b@uni", "", str(TOTAL_POINTS)),
+        ("carol", "c@uni", "", str(TOTAL_POINTS))]
+
+
+def test_similarity_pairs_to_review_are_listed_in_the_summary_and_change_no_grade(graded):
+    (graded / "sim").mkdir()
+    (graded / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,to_review\n"
+                                                   "alice,bob,0.910,0.910,0.800,420,yes\n"
+                                                   "alice,carol,0.300,0.300,0.200,12,\n")
+    assert _export(graded, "--similarity", str(graded / "sim")) == 0
+    summary = (graded / "gb.md").read_text()
+    assert "## To review: submissions that look alike" in summary and "| alice | bob | 0.91 | 420 |" in summary
+    assert "carol |" not in summary.split("## To review")[1]
+    assert _rows(graded / "gb.csv")[2][:2] == ["alice", "18"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lms", "canvas"], "--lms needs --lms-out FILE"),
+    (["--lms-out", "x.csv"], "--lms-out needs --lms"),
+    (["--lms", "moodle", "--lms-out", "x.csv"], "argument --lms: invalid choice: 'moodle'"),
+    (["--lms", "canvas", "--lms-out", "x.txt"], "x.txt: expected a .csv file name"),
+    (["--missing", "half"], "argument --missing: invalid choice: 'half'"),
+])
+def test_bad_lms_options_are_refused_on_one_line_before_work(graded, capsys, args, message):
+    assert _export(graded, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (graded / "gb.csv").exists()
+
+
+def test_the_lms_file_may_not_overwrite_the_gradebook(graded, capsys):
+    assert _export(graded, "--lms", "plain", "--lms-out", str(graded / "gb.csv")) == 2
+    assert "is the gradebook's own --csv" in capsys.readouterr().err and not (graded / "gb.csv").exists()
+
+
+def test_an_unreadable_similarity_folder_is_refused_and_nothing_is_written(graded, capsys):
+    (graded / "sim").mkdir()
+    assert _export(graded, "--similarity", str(graded / "sim"), "--lms", "plain", "--lms-out",
+                   str(graded / "totals.csv")) == 2
+    err = capsys.readouterr().err
+    assert "similarity.csv: cannot read it" in err and err.count("\n") == 1
+    assert {p.name for p in graded.glob("*.csv")} == {"roster.csv"}

@@ -1,0 +1,89 @@
+"""grader report: one self-contained page of the class (totals, problems, failed tests, known
+mistakes, errors and missing rows, similarity pairs, each student's feedback), checked in a real
+headless browser (Debian's chromium; skipped with the reason where it is absent): it loads without
+console messages, shows the class's mean, and a screenshot is written. Results are made here."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import statistics
+import subprocess
+
+import pytest
+
+from grader.cli import main as grader
+from grader.grading.results import GradingResult
+from grader.grading.results import TestResult as Outcome
+from grader.tests.classroom.test_gradebook import outcomes, write
+
+CHROMIUM = shutil.which("chromium")
+CONSOLE = re.compile(r":CONSOLE[:(\]]")  # chromium's log line for each console message of the page
+
+
+@pytest.fixture
+def out(tmp_path):
+    """A class of four: two graded, one a known mistake named, one error; a similarity pair to review."""
+    write(tmp_path / "run", "alice", GradingResult(tests=outcomes(p3=("passed", "failed"))))
+    write(tmp_path / "run", "bob", GradingResult(tests=outcomes()))
+    named = Outcome("P3", "einsum", "rewrite 9", 6.0, "failed", mistakes=("p3-linear-weight-layout",))
+    write(tmp_path / "run", "dave", GradingResult(tests=outcomes(p1=0) + (named,)))
+    write(tmp_path / "run", "carol", GradingResult.failed("carol.zip", "not a readable zip file"))
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,to_review\n"
+                                                     "alice,bob,0.910,0.910,0.800,420,yes\n")
+    assert grader(["gradebook", str(tmp_path / "run"), "--csv", str(tmp_path / "gb.csv")]) == 0
+    assert grader(["report", str(tmp_path / "run"), "--similarity", str(tmp_path / "sim"),
+                   "--html", str(tmp_path / "report.html")]) == 0
+    return tmp_path
+
+
+def class_mean(folder) -> str:
+    """The mean of the graded totals, from the gradebook's CSV (not from the page)."""
+    with open(folder / "gb.csv", newline="") as stream:
+        rows = [r for r in csv.DictReader(stream) if r["status"] == "graded"]
+    return f"{statistics.fmean(float(r['total']) for r in rows):.2f}"
+
+
+def test_the_page_holds_every_section_and_fetches_nothing(out):
+    page = (out / "report.html").read_text()
+    assert f"Class mean <strong>{class_mean(out)}</strong>" in page
+    assert page.count("<svg") == 2 and "<script" not in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "p3-linear-weight-layout</td><td class=\"n\">1</td>" in page  # what to re-teach, with its count
+    assert "P3 rewrite 1: failed by 1 of" in page and 'class="error">error</td>' in page
+    assert '<td>alice</td><td>bob</td><td class="n">0.91</td>' in page and 'href="sim/similarity.html"' in page
+    assert 'id="student-carol"' in page and "[failed] P3 einsum: rewrite 1: 0 / 6" in page  # grader show's text
+
+
+def test_bad_input_is_refused_on_one_line_and_nothing_is_written(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert grader(["report", str(tmp_path / "empty"), "--html", str(tmp_path / "r.html")]) == 2
+    assert grader(["report", str(tmp_path / "empty"), "--html", str(tmp_path)]) == 2
+    first, second = capsys.readouterr().err.splitlines()
+    assert "grader report: no results found in" in first and "is a folder: give a file path" in second
+    assert not (tmp_path / "r.html").exists()
+
+
+def _browse(page, screenshot) -> tuple[str, str]:
+    """(the DOM chromium built, its log) for ``page``, a screenshot written."""
+    common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+              "--window-size=1200,1600", f"file://{page}"]
+    shot = subprocess.run([*common[:-1], f"--screenshot={screenshot}", common[-1]], capture_output=True, text=True,
+                          timeout=120)
+    dom = subprocess.run([*common[:-1], "--dump-dom", common[-1]], capture_output=True, text=True, timeout=120)
+    return dom.stdout, shot.stderr + dom.stderr
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_page_loads_in_a_headless_browser_without_console_messages(out):
+    dom, log = _browse(out / "report.html", out / "report.png")
+    assert not [line for line in log.splitlines() if CONSOLE.search(line)]
+    assert re.search(rf"Class mean <strong>{class_mean(out)}</strong>", dom)
+    assert (out / "report.png").stat().st_size > 10_000
+    # the check catches a page that logs: the same page with a script that fails
+    broken = out / "broken.html"
+    broken.write_text((out / "report.html").read_text().replace("</body>", "<script>undefinedCall()</script></body>"))
+    _, log = _browse(broken, out / "broken.png")
+    assert [line for line in log.splitlines() if CONSOLE.search(line)]

@@ -1,0 +1,130 @@
+"""grader similarity: on a class built from the kit's fixtures (``grader.bench.similarity_class``),
+every planted copy is flagged and no honest pair is; the stubs never count; past folders are compared
+with, not among themselves; bad input is refused on one line with nothing written."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import zipfile
+
+import pytest
+
+from grader.bench.similarity_class import DISGUISES, FIXTURES, disguise, honest_class, planted_copies
+from grader.classroom.similarity import run
+from grader.classroom.similarity.compare import compare
+from grader.classroom.similarity.documents import Document, read_class, stubs
+from grader.classroom.similarity.pairs import Criteria, to_review
+from grader.cli import main as grader
+from grader.paths import ASSIGNMENT, SOLUTIONS
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """The honest class, copies of the reference, and the pairs of them all (a few seconds)."""
+    root = tmp_path_factory.mktemp("class")
+    honest = honest_class(root)
+    copies = planted_copies(root / "reference", root)
+    documents, unreadable = read_class(root, tmp_path_factory.mktemp("scratch"))
+    assert not unreadable and len(documents) == len(honest) + len(copies)
+    return honest, copies, compare(documents, [], stubs(), jobs=2)
+
+
+def test_every_planted_copy_is_flagged_and_no_honest_pair_is(measured):
+    honest, copies, pairs = measured
+    criteria = Criteria()
+    of_reference = {frozenset(("reference", c)): None for c in copies}
+    flagged = {frozenset((p.a, p.b)) for p in pairs if criteria.flags(p)}
+    assert set(of_reference) <= flagged
+    honest_pairs = [p for p in pairs if p.a in honest and p.b in honest]
+    assert len(honest_pairs) == len(honest) * (len(honest) - 1) // 2
+    assert not [p for p in honest_pairs if criteria.flags(p)]
+    # the disguises worked: each copy differs from the reference, and no copy scores a perfect 1
+    assert all(p.score < 1 for p in pairs if frozenset((p.a, p.b)) in of_reference)
+
+
+def test_the_lines_criterion_is_what_spares_small_honest_look_alikes(measured):
+    """Short fixtures written alike (one-line functions, one author's variations) score high on share alone."""
+    honest, _, pairs = measured
+    assert [p for p in pairs if p.a in honest and p.b in honest and p.score >= Criteria.threshold]
+
+
+def test_each_disguise_changes_the_text_but_keeps_it_python():
+    source = (SOLUTIONS / "optim.py").read_text()
+    for name in DISGUISES:
+        changed = disguise(source, (name,))
+        compile(changed, name, "exec")
+        assert changed != disguise(source, ())
+    renamed = disguise(source, ("renamed",))
+    assert "class SGD" not in renamed and re.search(r"def my_\w+_\d+\(", renamed)
+
+
+def test_the_stubs_never_count(tmp_path):
+    """Two submissions that are the stubs plus different work look alike only without the stubs as
+    boilerplate."""
+    alike = [Document(name, stubs().text + (FIXTURES / "alternatives" / fixture).read_text())
+             for name, fixture in (("alice", "p1_memory.py"), ("bob", "p6_data.py"))]
+    (pair,) = compare(alike, [], stubs())
+    assert pair.score < 0.1 and pair.lines <= 3  # a shared idiom of a few lines, nothing of the stubs
+    (unfiltered,) = compare(alike, [], Document("nothing", ""))
+    assert unfiltered.score > 0.9
+
+
+def _submission(root, name, source=SOLUTIONS):
+    shutil.copytree(source, root / name / "assignment", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_past_folders_are_compared_with_not_among_themselves(tmp_path, capsys):
+    term, past = tmp_path / "class", tmp_path / "past"
+    _submission(term, "alice")
+    _submission(term, "bob", ASSIGNMENT)
+    _submission(past, "old1")
+    _submission(past, "old2")
+    assert grader(["similarity", str(term), "--out", str(tmp_path / "out"), "--past", str(past)]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "out" / "similarity.csv")))
+    assert {(r["a"], r["b"]) for r in rows} == {("alice", "bob"), ("alice", "past/past/old1"),
+                                              ("alice", "past/past/old2"), ("bob", "past/past/old1"),
+                                              ("bob", "past/past/old2")}
+    assert [(r.a, r.b) for r in to_review(tmp_path / "out")] == [("alice", "past/past/old1"), ("alice", "past/past/old2")]
+    assert "2 submissions compared, 2 pairs to review" in capsys.readouterr().out
+
+
+def test_unreadable_submissions_are_listed_and_the_rest_compared(tmp_path, capsys):
+    term = tmp_path / "class"
+    _submission(term, "alice")
+    _submission(term, "bob")
+    (term / "carol.zip").write_bytes(b"not a zip")
+    (term / "dave" / "assignment").mkdir(parents=True)
+    (term / "dave" / "assignment" / "memory.py").write_bytes(b"\xff\xfe not utf-8")
+    count, flagged, unreadable = run(term, tmp_path / "out", past=[], criteria=Criteria())
+    assert (count, flagged) == (2, 1)
+    assert set(unreadable) == {"carol", "dave"} and "not a readable zip" in unreadable["carol"]
+    page = (tmp_path / "out" / "similarity.html").read_text()
+    assert "carol" in page and "<mark>" in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # self-contained: nothing fetched
+
+
+def _corrupt_archive(path):
+    """A class archive whose one member fails its checksum."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("alice/assignment/memory.py", "x = 1\n")
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"x = 1", b"y = 2", 1))
+
+
+@pytest.mark.parametrize("make, args, message", [
+    (lambda root: root.mkdir(), [], "0 readable submissions, nothing to compare"),
+    (lambda root: root.with_suffix(".zip").write_bytes(b"PK broken"), [], "expected a folder of submissions"),
+    (lambda root: _corrupt_archive(root.with_suffix(".zip")), [], "class.zip: not a readable archive (Bad CRC-32"),
+    (lambda root: root.mkdir(), ["--threshold", "1.5"], "--threshold: must be from 0 to 1, got 1.5"),
+    (lambda root: root.mkdir(), ["--past", "/nonexistent"], "--past: no such folder: /nonexistent"),
+])
+def test_bad_input_is_refused_on_one_line_and_nothing_is_written(tmp_path, capsys, make, args, message):
+    root = tmp_path / "class"
+    make(root)
+    target = root if root.exists() else root.with_suffix(".zip")
+    assert grader(["similarity", str(target), "--out", str(tmp_path / "out"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
