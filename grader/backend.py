@@ -22,6 +22,7 @@ class Usage:
     memory_bytes: int  # memory the tree holds now
     peak_bytes: int  # the most it held since the last reading with ``reset_peak`` (at least ``memory_bytes``)
     read_bytes: int  # bytes read through read(2) and the like (rchar), exited children included
+    written_bytes: int  # bytes written through write(2) and the like (wchar, O_DIRECT too), exited children included
     page_faults: int  # page faults, minor and major, of every process of the tree, exited ones included
     source: str  # what counted CPU time and memory: "cgroup v1", "cgroup v2" or "process tree"
 
@@ -59,6 +60,9 @@ class Backend(Protocol):
     def worker_pid(self) -> int | None: ...
 
     def measure(self, reset_peak: bool = False) -> Usage | None: ...
+
+    def pause(self, stopped: bool) -> None:
+        """Stop (``stopped``) or continue every process of the worker's tree, from outside it."""
 
     def exchange(self) -> Exchange: ...
 

@@ -56,8 +56,8 @@ def package_of(name: str, dest: Path) -> Path:
 
 
 def row(name: str, cost: data.Cost, base: data.Cost) -> str:
-    return (f"{name:42s} peak {cost.peak_mib:7.1f}  read {cost.read_mib:7.1f}  faults {cost.faults:6d} "
-            f"(<= {cost.mapped_mib:7.1f} MiB)  charged {cost.touched_mib:7.1f} ({cost.touched_mib / max(base.touched_mib, 0.1):5.1f}x)")
+    return (f"{name:42s} peak {cost.peak_mib:7.1f}  written {cost.written_mib:7.1f}  read {cost.read_mib:7.1f}  "
+            f"faults {cost.faults:6d} (<= {cost.mapped_mib:7.1f} MiB)  cached {cost.cached_mib:7.1f}  charged {cost.touched_mib:7.1f} ({cost.touched_mib / max(base.touched_mib, 0.1):5.1f}x)")
 
 
 def main() -> None:

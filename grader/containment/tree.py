@@ -14,8 +14,10 @@ Figures come from the kernel, never from inside the worker (whatever it patches 
 A peak is watched from a reading with ``reset_peak`` to the next: samples every millisecond (an
 exited child's copy of anything large lasts longer than that), and the high-water marks.
 
-Bytes read (``rchar``: read(2) and the like, pipes included) always come from the tree walk:
-the kernel adds a reaped child's count to its parent's, so exited children are included. Page
+Bytes read and written (``rchar`` and ``wchar``: read(2), write(2) and the like, pipes and
+``O_DIRECT`` included) always come from the tree walk: the kernel adds a reaped child's count to
+its parent's, so exited children are included. What the tree writes to a file is memory that
+left the process (page cache no process maps, or the disk itself): the memory tests count it. Page
 faults (a mapped page touched for the first time: what reading a file through mmap costs, which
 rchar does not see) come from the cgroup (``pgfault``: every task that ever ran in it), else from
 the tree walk (``minflt`` + ``majflt`` of each process with ``cminflt`` + ``cmajflt`` of its
@@ -174,6 +176,7 @@ class Meter:
         tree = processes(self.root)
         pids = {process.pid for process in tree}
         read = int(_summed(tree, lambda p: p.io_counters().read_chars))
+        written = int(_summed(tree, lambda p: p.io_counters().write_chars))
         faults = self.cgroup.page_faults() if self.cgroup is not None else None
         if faults is None:
             faults = int(_summed(tree, _faults))
@@ -190,7 +193,8 @@ class Meter:
         peak = max(memory, peak, self._stop_watch())
         if reset_peak:
             self._start_watch(tree, memory)
-        return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, page_faults=faults,
+        return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, written_bytes=written,
+                     page_faults=faults,
                      source=source)
 
     def close(self) -> None:

@@ -223,6 +223,19 @@ class Worker:
             return None
         return self._meter.read(reset_peak)
 
+    def pause(self, stopped: bool) -> None:
+        """SIGSTOP (``stopped``) or SIGCONT every process of the worker's tree and cgroup: time passes
+        for it without it running, at moments it cannot foresee (none when it is not running)."""
+        run = self._run
+        if run is None or run.proc.poll() is not None:
+            return
+        pids = run.cgroup.pids() if run.cgroup is not None else tree.pids(run.proc.pid)  # the first is a file's read
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP if stopped else signal.SIGCONT)
+            except ProcessLookupError:
+                continue
+
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         """Send one request and return its answer (a frame of type "result" with the request's id).
 

@@ -304,6 +304,11 @@ class Submission:
             raise StudentError("the worker process could not be found to measure it")
         return usage
 
+    def pause(self, stopped: bool) -> None:
+        """Stop or continue the worker's whole process tree from outside it (``Backend.pause``)."""
+        self.recording.block("a pause of the worker")
+        self.backend.pause(stopped)
+
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""
         self.recording.block("the source text")

@@ -67,6 +67,9 @@ class InProcess:
     def measure(self, reset_peak: bool = False) -> Usage:
         return self._meter.read(reset_peak)
 
+    def pause(self, stopped: bool) -> None:
+        """Nothing: the judge cannot stop the process it runs in (a timing that must follow a pause fails here)."""
+
     def exchange(self) -> Exchange:
         if self._exchange is None:
             self._exchange = Path(tempfile.mkdtemp(prefix="kit-exchange-"))

@@ -238,8 +238,10 @@ def backward_of_square_sum(output: Remote) -> None:
 
 def held_bytes(sub: Submission) -> int:
     """The memory the worker's whole process tree holds, as the kernel counts it (its cgroup: memfds,
-    tmpfs files and children included; else its processes in /proc: ``Submission.measure``)."""
-    return sub.measure().memory_bytes
+    tmpfs files and children included; else its processes in /proc: ``Submission.measure``), plus
+    every byte it has written (wchar: to a file on disk, with O_DIRECT or not, memory that left it)."""
+    usage = sub.measure()
+    return usage.memory_bytes + usage.written_bytes
 
 
 def return_freed_memory(sub: Submission) -> None:

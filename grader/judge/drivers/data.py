@@ -6,13 +6,17 @@ follow a link the worker may have planted there. The worker runs only the submis
 and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.random.default_rng``,
 ``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.zeros``).
 What a call costs the worker's whole process tree is read by the judge from outside it (its
-cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs; every expected value is computed by the hidden suite from the tokens it owns.
+cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs, and what
+a token file lost to the page cache from the file itself (``pagecache``: the judge's own mapping
+of the file it made); every expected value is computed by the hidden suite from the tokens it owns.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import mmap
+import os
 import resource
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +28,7 @@ import torch
 from ...containment import gpu, tree
 from ..handle import Remote, StudentError, Submission
 from ...wire import Raised
+from . import pagecache
 from .folder import Folder
 
 MiB = 1 << 20
@@ -191,11 +196,14 @@ MIB_PER_FAULT = 2.0  # a PMD-mapped huge page (x86-64, arm64 with 4 KiB pages)
 @dataclass(frozen=True)
 class Cost:
     """What one action cost the worker's whole process tree (forked children, memfds and tmpfs
-    files included), read by the judge from outside it (``Submission.measure``)."""
+    files included), read by the judge from outside it (``Submission.measure``), and what the
+    token file lost to the page cache, read from the file itself (``pagecache``)."""
 
     peak_mib: float  # growth of the memory the tree held, at its highest
+    written_mib: float  # bytes written through write(2) and the like (wchar): memory that left the tree
     read_mib: float  # bytes copied in through read(2) and the like (rchar), by any process of the tree
     faults: int  # page faults of every process of the tree: a mapped page touched for the first time
+    cached_mib: float  # the token file's pages in the page cache after the action (none before it)
     source: str  # what counted the memory
 
     @property
@@ -206,24 +214,32 @@ class Cost:
 
     @property
     def touched_mib(self) -> float:
-        return max(self.peak_mib, self.read_mib, self.mapped_mib)
+        return max(self.peak_mib + self.written_mib, self.read_mib, self.mapped_mib, self.cached_mib)
 
 
-def measure(sub: Submission, action: Callable[[], T]) -> tuple[T, Cost]:
-    """Run ``action`` (calls into the worker) and measure, from the judge, what it cost the worker."""
+def measure(sub: Submission, action: Callable[[], T], file: int | None = None) -> tuple[T, Cost]:
+    """Run ``action`` (calls into the worker) and measure, from the judge, what it cost the worker;
+    ``file``: the judge's descriptor of the token file, evicted from the page cache first."""
+    if file is not None:
+        pagecache.evict(file)
     before = sub.measure(reset_peak=True)
     result = action()
     after = sub.measure()
     return result, Cost(peak_mib=max(after.peak_bytes - before.memory_bytes, 0) / MiB,
+                        written_mib=(after.written_bytes - before.written_bytes) / MiB,
                         read_mib=(after.read_bytes - before.read_bytes) / MiB,
-                        faults=after.page_faults - before.page_faults, source=after.source)
+                        faults=after.page_faults - before.page_faults,
+                        cached_mib=(pagecache.cached_bytes(file) if file is not None else 0) / MiB,
+                        source=after.source)
 
 
 def spent(cost: Cost) -> str:
     """What ``cost`` says the worker did, in the student's terms."""
-    return (f"grew peak memory by {cost.peak_mib:.0f} MiB ({cost.source}), read {cost.read_mib:.0f} MiB and made "
-            f"{cost.faults} page faults (first touches of memory or of a mapped file, pages it never held at once "
-            f"included; one maps up to {MIB_PER_FAULT:.0f} MiB: {cost.mapped_mib:.0f} MiB counted)")
+    return (f"grew peak memory by {cost.peak_mib:.0f} MiB ({cost.source}), wrote {cost.written_mib:.0f} MiB, "
+            f"read {cost.read_mib:.0f} MiB, made {cost.faults} page faults (first touches of memory or of a mapped "
+            f"file, pages it never held at once included; one maps up to {MIB_PER_FAULT:.0f} MiB: "
+            f"{cost.mapped_mib:.0f} MiB counted) and brought {cost.cached_mib:.0f} MiB of the token file into the "
+            "page cache (by any route: read, mmap, splice, readahead)")
 
 
 def warm_up(sub: Submission) -> None:
@@ -237,25 +253,38 @@ def warm_up(sub: Submission) -> None:
 def load_cost(sub: Submission, size: int) -> tuple[tuple, Cost]:
     """``load_tokens(path)`` of a sparse file of ``size`` bytes, then its first and last token read
     back (the memmap released after): those two tokens, and what it all cost."""
-    with Folder(sub) as folder:
-        path = folder.sparse("tokens.bin", size)
+    with Folder(sub) as folder, _held(folder, "tokens.bin", size) as (path, file):
 
         def load_and_read_ends() -> tuple:
             with holding(sub.new("data.load_tokens", path)) as tokens:
                 return tokens.call("__len__"), tokens.call("__getitem__", 0), tokens.call("__getitem__", -1)
 
-        return measure(sub, load_and_read_ends)
+        return measure(sub, load_and_read_ends, file)
 
 
 def batch_cost(sub: Submission, size: int, calls: int, batch_size: int, context_length: int) -> tuple[list, Cost]:
     """``calls`` x ``get_batch(np.memmap of a sparse uint16 file of size bytes, B, L, "cpu", rng)``
-    (the memmap and the generator built in the worker first): the batches, and what they cost."""
-    with Folder(sub) as folder:
-        path = folder.sparse("tokens.bin", size)
+    (the memmap and the generator built in the worker first; the memmap's mapping advised
+    ``MADV_RANDOM``, so that a window read through it brings in its own pages, not the 8 MiB the
+    host reads around a fault): the batches, and what they cost."""
+    with Folder(sub) as folder, _held(folder, "tokens.bin", size) as (path, file):
         with holding(sub.lib("numpy.memmap", path, dtype=np.dtype(np.uint16), mode="r")) as tokens, \
                 holding(sub.lib("numpy.random.default_rng", 0)) as generator:
+            with holding(tokens.get("_mmap", keep=True)) as mapping:
+                mapping.call("madvise", mmap.MADV_RANDOM)
             return measure(sub, lambda: [sub.call("data.get_batch", tokens, batch_size, context_length, "cpu", generator)
-                                         for _ in range(calls)])
+                                         for _ in range(calls)], file)
+
+
+@contextlib.contextmanager
+def _held(folder: Folder, name: str, size: int) -> Iterator[tuple[str, int]]:
+    """A sparse file of ``size`` bytes: its path as the worker sees it, and the judge's descriptor of it."""
+    path = folder.sparse(name, size)
+    file = folder.held(name)
+    try:
+        yield path, file
+    finally:
+        os.close(file)
 
 
 # -- CUDA ------------------------------------------------------------------------------------------

@@ -5,10 +5,13 @@ The reference timing runs in the judge process; the submission's ``time_matmul``
 each of those calls (a timer that reports products it never ran cannot have taken less wall time
 than they need) and the CPU time the worker's whole process tree spent over the rounds (a timer
 that sleeps instead of computing spends none; ``Submission.measure``). Rounds interleave the two, so that load on the machine affects them alike.
-On CUDA the GPU's work is read from outside too (``gpu_work``): the energy the board draws above
-idle while the judge runs products and while the submission's timer runs the same number (NVML),
-so that a timer that reports a CUDA-event time for one product and sleeps through the rest draws
-next to nothing. CPU timings run on one thread on both sides: on a busy grading machine a multi-threaded matmul
+In a few extra rounds placed at random, the judge stops and continues the worker's whole tree over
+and over while the call runs (``Submission.pause``, ``paused_call``): a timing of the products
+stretches with the time the worker stood still, a forecast made before the call cannot know which
+calls those are. On CUDA the GPU's work is read from outside too (``gpu_work``): the energy the
+board draws above idle while the judge runs products and while the submission's timer runs the same
+number (NVML), so that a timer that reports a CUDA-event time for one product and sleeps through the
+rest draws next to nothing. CPU timings run on one thread on both sides: on a busy grading machine a multi-threaded matmul
 waits for a descheduled sibling thread and its time jumps by 10-30x from one call to the next,
 while a single thread only slows down with the load.
 """
@@ -16,10 +19,14 @@ while a single thread only slows down with the load.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+import random
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -28,6 +35,11 @@ from .local import JUDGE, one_thread
 
 WARMUP = 3
 GPU_BUSY_SECONDS = 1.0  # long enough for the board's energy counter and a 10 ms utilization poll
+# While a paused call runs, the worker runs RUN_SECONDS, then stands still STOP_SECONDS, over and over:
+# it can run a thirtieth of the call's wall time at most (a tenth or so as the judge's thread wakes
+# late), however the machine is loaded: a scheduler that lets a stopped task catch up afterwards
+# cannot give it what it missed while stopped.
+RUN_SECONDS, STOP_SECONDS = 0.001, 0.029
 
 
 def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> tuple[float, float]:
@@ -72,29 +84,71 @@ def cpu_timing(sub, device: str) -> Iterator[None]:
 class Rounds:
     """Per round: the judge's reference seconds per product, the submission's answer, and the
     wall time the judge measured around the submission's call; the judge's CPU time per product
-    in each round, and the CPU time the worker's whole tree spent over all the rounds."""
+    in each round, and the CPU time the worker's whole tree spent over all the rounds; per round,
+    the share of the call's wall time the judge kept the worker stopped (0: a round not paused)."""
 
     reference: list[float] = field(default_factory=list)
     student: list = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
     reference_cpu: list[float] = field(default_factory=list)
     cpu: float = 0.0
+    stopped: list[float] = field(default_factory=list)
+
+    def free(self) -> list[float]:
+        """The answers of the rounds the judge did not pause."""
+        return [value for value, share in zip(self.student, self.stopped) if not share]
+
+    def paused(self) -> list[tuple[float, float]]:
+        """(answer, share of the call's wall time stopped) of each paused round."""
+        return [(value, share) for value, share in zip(self.student, self.stopped) if share]
+
+
+def paused_call(sub, call: Callable[[], Any]) -> tuple[Any, float]:
+    """``call()`` while a judge thread stops and continues the worker's tree (RUN_SECONDS running,
+    STOP_SECONDS stopped, over and over): its value and the share of its wall time the worker stood still."""
+    done, stopped = threading.Event(), [0.0]
+
+    def stop_and_go() -> None:
+        while not done.wait(RUN_SECONDS):
+            begin = time.perf_counter()
+            sub.pause(True)
+            try:
+                done.wait(STOP_SECONDS)
+            finally:
+                sub.pause(False)
+                stopped[0] += time.perf_counter() - begin
+
+    pauser = threading.Thread(target=stop_and_go, daemon=True)
+    begin = time.perf_counter()
+    pauser.start()
+    try:
+        value = call()
+    finally:
+        done.set()
+        pauser.join()
+    return value, min(stopped[0] / max(time.perf_counter() - begin, 1e-9), 0.99)
 
 
 def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: int = 5, timeout: float = 60,
-                 **kwargs) -> Rounds:
-    """``rounds`` rounds of (reference timing in the judge, ``sub.call(target, *args)`` timed from outside)."""
+                 paused: int = 0, **kwargs) -> Rounds:
+    """``rounds`` rounds of (reference timing in the judge, ``sub.call(target, *args)`` timed from
+    outside); ``paused`` more, placed at random among them, where the call runs under ``paused_call``."""
     m, k, n, dtype, device = args[:5]
     found = Rounds()
+    order = [False] * rounds + [True] * paused
+    random.SystemRandom().shuffle(order)
     with cpu_timing(sub, device):
         spent = sub.measure().cpu_seconds
-        for _ in range(rounds):
+        for pause in order:
             seconds, cpu = reference_seconds(m, k, n, dtype, device, reference_repeats)
             found.reference.append(seconds)
             found.reference_cpu.append(cpu)
             begin = time.perf_counter()
-            found.student.append(sub.call(target, *args, timeout=timeout, **kwargs))
+            call = functools.partial(sub.call, target, *args, timeout=timeout, **kwargs)
+            value, share = paused_call(sub, call) if pause else (call(), 0.0)
+            found.student.append(value)
             found.wall.append(time.perf_counter() - begin)
+            found.stopped.append(share)
         found.cpu = sub.measure().cpu_seconds - spent
     return found
 

@@ -70,6 +70,16 @@ class Folder:
             os.close(fd)
         return self.path(name)
 
+    def held(self, name: str) -> int:
+        """A read-only descriptor of the regular file ``name``, for the judge to keep (the caller closes it):
+        taken before the worker knows the file, it names the file the judge made whatever the worker
+        renames or replaces later."""
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{name} is not a regular file")
+        return fd
+
     def listing(self) -> list[str]:
         """The names of the folder's entries, sorted."""
         return sorted(os.listdir(self.fd))

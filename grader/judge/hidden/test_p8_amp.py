@@ -201,10 +201,13 @@ def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
 
 
 @pytest.mark.points(1)
-def test_bad_arguments_raise_value_error(sub):
+@settings(max_examples=3)
+@given(seed=st.integers(0, 10**6), width=st.integers(4, 16), n=st.integers(2, 8))
+def test_bad_arguments_raise_value_error(sub, seed, width, n):
     """fp16 without a scaler, unknown precisions and a max_grad_norm that is not positive raise ValueError
     before touching the model"""
-    state, (x, y) = model_state(0, 8), batch(0, 4)
+    # The valid step beside the error cases is drawn for each example: no loss to memorize.
+    state, (x, y) = model_state(seed, width), batch(seed + 1, n)
     valid = drive.check_result(drive.Trainer(sub, state).step(x, y, precision="fp32"), f"{drive.STEP}(..., precision='fp32')")
     assert close(valid["loss"], oracle_step(state, x, y)[0]), (  # error paths count only beside working code
         f"{drive.STEP}(model, (x, y), mse_loss, SGD) returned loss {valid['loss']!r}, expected {oracle_step(state, x, y)[0]!r}: "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
+import psutil
 import pytest
 
 from grader import wire
@@ -73,7 +74,7 @@ def test_a_burst_between_two_samples_is_refused_with_the_answer(package, monkeyp
 
 @pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "watchdog"])
 def test_measure_counts_what_a_child_spent(package, monkeypatch, cgroup):
-    """CPU time, peak memory, bytes read and page faults of a forked child that has exited count for its worker."""
+    """CPU time, peak memory, bytes written and read and page faults of a forked child that has exited count for its worker."""
     if not cgroup:
         monkeypatch.setattr(cgroups, "create", lambda *args: None)
     worker = Worker(package, Limits(memory_bytes=1 << 30, processes=64))
@@ -87,11 +88,25 @@ def test_measure_counts_what_a_child_spent(package, monkeypatch, cgroup):
         assert after.cpu_seconds - before.cpu_seconds >= 0.25
         assert after.peak_bytes - before.memory_bytes >= 64 << 20
         assert after.read_bytes - before.read_bytes >= 64 << 20
+        assert after.written_bytes - before.written_bytes >= 64 << 20  # into its memfd, by write(2)
         # The file alone: 64 mappings of 1 MiB, too small for a huge page, each at least 16 faults of at
         # most 16 pages (fault-around); the worker's own faults during the call are about 150.
         assert after.page_faults - before.page_faults >= 64 * 16
     finally:
         worker.close()
+
+
+def test_pause_stops_the_worker_until_it_is_continued(worker):
+    """``pause`` stops the worker's processes from outside (SIGSTOP) until it is continued; then calls work."""
+    call(worker, "ok")
+    process = psutil.Process(worker.worker_pid())
+    worker.pause(True)
+    try:
+        assert wait_until(lambda: process.status() == psutil.STATUS_STOPPED), process.status()
+    finally:
+        worker.pause(False)
+    assert wait_until(lambda: process.status() != psutil.STATUS_STOPPED), process.status()
+    assert call(worker, "ok", 7) == 7
 
 
 def test_output_flood_is_drained_and_truncated(worker):
