@@ -3,10 +3,10 @@
 A ``Worker`` starts its process on its first request (or ``start``; ``launch`` stages and
 confines it) and talks to it over two pipes (``channel``; never stdin/stdout: those are
 captured, truncated and otherwise ignored, ``output``). Each request has a wall-clock limit.
-Memory is capped by a per-worker cgroup where the host gives one (``cgroup``: it counts memfds
-and tmpfs files, and limits the process count), and always by a watchdog that kills a worker
-whose process tree grows past its cap (``watchdog``; without a cgroup it counts the tree's
-memfds and private tmpfs files too). On a timeout, crash, memory kill or protocol violation the
+Memory is capped by a per-worker cgroup where the host gives one (``cgroup``: the kernel counts
+memfds and tmpfs files, and limits the process count); only where there is none, a watchdog
+samples the process tree and kills a worker that grows past its cap (``watchdog``: resident
+memory, memfds and private tmpfs files). On a timeout, crash, memory kill or protocol violation the
 whole process tree (its cgroup, and, when dropped to a dedicated uid, every process of that
 uid) is killed and the next request starts a fresh worker from a fresh copy.
 """
