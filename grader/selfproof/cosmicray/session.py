@@ -181,7 +181,7 @@ def _http_worker(session: Session, index: int) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "grader.selfproof.cosmicray.worker", str(port)], cwd=folder,
+    process = subprocess.Popen([sys.executable, "-m", "grader.selfproof.cosmicray.http_worker", str(port)], cwd=folder,
                                env=_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(port, process)
