@@ -21,6 +21,7 @@ from types import ModuleType
 import pytest
 from hypothesis import Phase, settings
 
+import _eager
 from _kit import NotImplementedYet, shown_path
 
 # Derandomized: every run draws the same examples, so a failure comes back until it is fixed (no
@@ -45,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _eager.install()  # torch.optim would import torch._dynamo (about a second) on first use: nothing here compiles
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     for problem, module in PROBLEMS.items():
         config.addinivalue_line("markers", f"{problem.lower()}: the public tests of {problem} ({module}.py): -m {problem.lower()}")

@@ -18,10 +18,11 @@ from types import ModuleType
 from typing import Any, BinaryIO, Sequence
 
 if __package__:
-    from .. import wire
+    from .. import eager, wire
     from .dispatch import PACKAGE, Dispatcher
     from .kernels import withhold
-else:  # inside the sandbox, where wire.py, dispatch.py and kernels.py are copied beside this file
+else:  # inside the sandbox, where wire.py, eager.py, dispatch.py and kernels.py are copied beside this file
+    import eager
     import wire
     from dispatch import PACKAGE, Dispatcher
     from kernels import withhold
@@ -73,12 +74,13 @@ class PipeChannel:
 
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
           withheld_kernels: Sequence[str] = (), withheld_rule: str = "") -> None:
-    """Withhold the listed operator kernels (``kernels.withhold``), report the isolation (before any
-    student code runs), import the package, report readiness, then answer requests until the judge
-    closes the pipe."""
+    """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``eager``), report
+    the isolation (before any student code runs), import the package, report readiness, then answer requests
+    until the judge closes the pipe."""
     if withheld_kernels:
         count = withhold(list(withheld_kernels), withheld_rule)
         isolation = {**isolation, "withheld kernels": f"{count} aten operators raise ({', '.join(withheld_kernels)})"}
+    eager.install()
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))
     wire.write_frame(channel.responses, {"$type": "hello", "isolation": isolation})
     ready: dict[str, Any] = {"$type": "ready"}

@@ -1,7 +1,7 @@
 """Starting one worker process: its staging folder, its configuration, its confinement.
 
-``launch`` copies the submission package and the worker files (``grader/confined`` and the
-wire format) into a private temporary folder, starts ``confine.py`` there in a new session with
+``launch`` copies the submission package and the worker files (``grader/confined``, the
+wire format and ``eager``) into a private temporary folder, starts ``confine.py`` there in a new session with
 a scrubbed environment (inside bubblewrap where it runs; ``confine.py`` builds the worker's root,
 namespaces and identity by hand elsewhere), with a dedicated uid as root and a cgroup where the
 host gives one, and hands back the running process with the judge's ends of its two pipes.
@@ -27,6 +27,7 @@ from .limits import Limits, environment, interpreter_paths
 from .watchdog import RUNNING
 
 CONFINED = GRADER / "confined"
+BESIDE = ("wire.py", "eager.py")  # the core modules the worker holds beside grader/confined's
 EXCHANGE = "exchange"  # in the worker's working folder: see confine.py
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
 SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
@@ -63,7 +64,7 @@ def worker_folders(package: Path, uid: int | None) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     kit = workdir / "_kit"
     kit.mkdir()
-    for source in [GRADER / "wire.py", *CONFINED.glob("*.py")]:
+    for source in [*(GRADER / name for name in BESIDE), *CONFINED.glob("*.py")]:
         if source.name != "__init__.py":
             shutil.copy2(source, kit / source.name)
     (workdir / EXCHANGE).mkdir()

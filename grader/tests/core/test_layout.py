@@ -1,5 +1,5 @@
 """The layout is a picture of who trusts whom (CONTRIBUTING.md, "Layout"): every import between the
-zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``) is
+zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py`` and ``grader/eager.py``) is
 exactly what the worker holds.
 
 A zone is a folder of ``grader/`` or ``core``, the modules at its top: the command line, options,
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.containment.launch import SYSCALL_FILTER, worker_folders
+from grader.containment.launch import BESIDE, SYSCALL_FILTER, worker_folders
 
 GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {
-    "confined": {"core.wire"},  # inside the sandbox: the wire format and its own modules, nothing else
+    "confined": {"core.wire", "core.eager"},  # inside the sandbox: the wire format, eager and its own modules
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     "containment": {"core.wire", "core.backend", "core.options", "core.paths", "confined.config"},
     "mistakes": {"core"},  # the catalog of known mistakes: a fact of the problem set, like problems.py
@@ -130,7 +130,7 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
     base = worker_folders(package, None)
     try:
         code = sorted(p.name for p in (base / "work" / "_kit").glob("*.py"))
-        assert code == sorted(["wire.py", *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
+        assert code == sorted([*BESIDE, *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
         data = {p.name for p in (base / "work" / "_kit").iterdir()} - set(code)
         assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
