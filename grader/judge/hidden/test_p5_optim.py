@@ -100,10 +100,10 @@ def kinds_and_hyperparameters():
 
 def compare(sub, kind: str, scenario: Scenario, what: str) -> drive.Run:
     """Run ``scenario`` on the submission (worker) and on torch.optim (judge); assert the same
-    trajectory, with a hint where the submission's matches a well-known mistake. The submission's run."""
+    trajectory (a known wrong rule it follows is named by the diagnosis). The submission's run."""
     got = drive.run(WorkerSide(sub, scenario.device), kind, scenario)
     want = drive.run(JudgeSide(device=scenario.device), kind, scenario)
-    drive.assert_same_trajectory(got, want, kind, what, hint=lambda: drive.known_mistake(got, kind, scenario))
+    drive.assert_same_trajectory(got, want, kind, what)
     return got
 
 
