@@ -2,7 +2,7 @@
 
 A backend runs one submission's code: it answers request frames (``request``), is started
 explicitly (``start``: the package imported, on the clock given) or by its first request, and
-is measured and shares a folder with the judge from outside the worker.
+is measured (``measure``, and on a GPU ``measure_gpu``) and shares a folder with the judge from outside the worker.
 """
 
 from __future__ import annotations
@@ -25,6 +25,15 @@ class Usage:
     written_bytes: int  # bytes written through write(2) and the like (wchar, O_DIRECT too), exited children included
     page_faults: int  # page faults, minor and major, of every process of the tree, exited ones included
     source: str  # what counted CPU time and memory: "cgroup v1", "cgroup v2" or "process tree"
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    """What a worker's processes hold for the GPU now, read from outside them (``containment.gpu``)."""
+
+    device_bytes: int | None  # device memory the NVIDIA driver (NVML) lists for them; None when NVML cannot say
+    pinned_host_bytes: int  # their shared /dev/zero mappings: where CUDA maps page-locked host memory
+    unavailable: str  # why NVML cannot say ("" when it can)
 
 
 class WorkerFailure(Exception):
@@ -60,6 +69,9 @@ class Backend(Protocol):
     def worker_pid(self) -> int | None: ...
 
     def measure(self, reset_peak: bool = False) -> Usage | None: ...
+
+    def measure_gpu(self) -> GpuUsage | None:
+        """What the worker's processes hold for the GPU, read from outside them; None when not running."""
 
     def pause(self, stopped: bool) -> None:
         """Stop (``stopped``) or continue every process of the worker's tree, from outside it."""

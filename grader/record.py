@@ -5,6 +5,10 @@ A judge (pytest with ``grader.judge.plugin``) fills in one ``TestRecord`` per hi
 anything that is not a report of this ``VERSION`` (``RecordError``): a file from another kit
 version, a truncated or hand-written one. Only the field names and types are checked here;
 whether a session's report may earn points is ``grade``'s decision.
+
+Words: a test's *outcome* is how it ended, its ``status`` (one of ``STATUSES``); its *record* is the
+outcome with everything else the judge knows of the test; the *judge's report* is a session's records
+and how the session ended, the file a judge writes (``--judge-report``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 KIND = "kit-judge-report"
-VERSION = 2
+VERSION = 3  # 3: the records are under "tests", JudgeReport's own field (2 named them "outcomes")
 STATUSES = ("passed", "failed", "not_run", "error")  # error: the grader failed on this test (regrade)
 JUDGED = ("passed", "failed", "not_run")
 NOT_JUDGED = "grading failed: the judge stopped before this test finished; regrade"  # until the judge sees it
@@ -33,7 +37,7 @@ class TestRecord:
     module: str  # "memory"
     name: str  # what students read
     points: float
-    status: str  # one of STATUSES
+    status: str  # its outcome: one of STATUSES
     message: str = ""
     duration: float = 0.0
     gpu: bool = False
@@ -43,7 +47,7 @@ class TestRecord:
 
 @dataclass
 class JudgeReport:
-    """One judge session's outcome: a record per test, and how the session ended."""
+    """One judge session's report: a record per test, and how the session ended."""
 
     complete: bool  # the session ended normally, every test judged (or deliberately not run)
     tests: list[TestRecord]
@@ -53,7 +57,6 @@ class JudgeReport:
 
     def to_json(self) -> str:
         data = {"record": KIND, "version": VERSION, **asdict(self)}
-        data["outcomes"] = data.pop("tests")
         return json.dumps(data, indent=1, allow_nan=False)
 
     @classmethod
@@ -68,11 +71,11 @@ class JudgeReport:
         if data.get("version") != VERSION:
             raise RecordError(f"a judge report of version {data.get('version')!r}; this grader reads version {VERSION} "
                               "(the judge and the grader are from different kit versions)")
-        outcomes = data.get("outcomes")
-        if not isinstance(outcomes, list):
-            raise RecordError("a judge report's \"outcomes\" is a list")
-        values = _typed(cls, {k: v for k, v in data.items() if k not in ("record", "version", "outcomes")})
-        return cls(**values, tests=[TestRecord(**_typed(TestRecord, o)) for o in outcomes])
+        tests = data.get("tests")
+        if not isinstance(tests, list):
+            raise RecordError("a judge report's \"tests\" is a list")
+        values = _typed(cls, {k: v for k, v in data.items() if k not in ("record", "version", "tests")})
+        return cls(**values, tests=[TestRecord(**_typed(TestRecord, t)) for t in tests])
 
 
 _TYPES = {"str": str, "float": (int, float), "bool": bool, "int": int, "list[str]": list, "dict[str, str]": dict}

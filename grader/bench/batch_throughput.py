@@ -75,7 +75,7 @@ def gpu_pass_floor(tree: TreeCPU, submission: Path, scratch: Path) -> Run:
     """One judge session over every hidden suite with only the GPU tests selected (``-m gpu``), on a
     machine where none of them can run: what a GPU pass spends before its first GPU test."""
     package = stage(submission, scratch / "staged")
-    command = judge_command(hidden_suites(), package, scratch / "outcomes.json", GradingOptions(gpu="off"),
+    command = judge_command(hidden_suites(), package, scratch / "judge-report.json", GradingOptions(gpu="off"),
                             600.0) + ["-m", "gpu"]
     started, cpu = time.perf_counter(), tree.used()
     tree.popen(command, cwd=scratch, env=judge_environment(), stdout=subprocess.DEVNULL,

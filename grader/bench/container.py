@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         if process.poll() is None:
             group.kill()
-            outcome = f"killed at the {args.timeout_seconds:g} s timeout"
+            ended = f"killed at the {args.timeout_seconds:g} s timeout"
         else:
-            outcome = f"exit {process.returncode}"
+            ended = f"exit {process.returncode}"
         stderr = process.communicate()[1]
         wall = time.monotonic() - started
         peak, oom = _peak_bytes(group), group.oom_killed()
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"memory limit {args.memory_mb} MiB, {args.cpus:g} CPU ({'quota set' if cpu else 'no cpu controller'}), "
           f"{_interpreter(args.root)}, "
           f"{'no cgroup for the worker (read-only)' if args.read_only_cgroups else 'cgroups writable'}")
-    print(f"run_autograder: {outcome} after {wall:.0f} s; peak memory of the tree {peak / 2**20:,.0f} MiB "
+    print(f"run_autograder: {ended} after {wall:.0f} s; peak memory of the tree {peak / 2**20:,.0f} MiB "
           f"(page cache included), of which anonymous {anonymous / 2**20:,.0f} MiB at most; "
           f"killed for memory: {'yes' if oom else 'no'}")
     print(f"results.json: score {data.get('score')}, {len(data.get('tests', []))} entries, "

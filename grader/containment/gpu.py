@@ -12,44 +12,57 @@ Seen on an H200 (driver 580.159, torch 2.11, ``python -m grader.bench.gpu_readin
   ``/dev/zero`` in the process's ``/proc/<pid>/maps`` (a 4 KiB batch: a 2 MiB mapping); a copy from
   pageable memory adds none.
 
-Every reading returns None where NVML (``nvidia-ml-py``) cannot answer, with the reason kept by
-the caller: a GPU runner is accepted (``grader selfcheck --gpu``) only where they answer.
+What a worker's processes hold (``usage``: device memory, pinned host memory) reaches the judge
+through its backend (``Backend.measure_gpu``), which knows the worker's processes; the board's own
+readings (``idle_watts``, ``activity``) are the judge's to take. Every reading returns None where
+NVML (``nvidia-ml-py``) cannot answer, with the reason kept (``unavailable``): a GPU runner is
+accepted (``grader selfcheck --gpu``) only where they answer.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+from ..backend import GpuUsage
 
 POLL_SECONDS = 0.01
 
 
-def _device():
-    """NVML and the handle of device 0, or None when NVML cannot be used here."""
+_FOUND: dict[int, tuple[Any, str]] = {}  # this process's lookup, by pid (a forked child looks again)
+
+
+def _lookup() -> tuple[Any, str]:
+    """NVML and the handle of device 0, or None and why NVML cannot be used here."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
-    except Exception:  # noqa: BLE001 - no library, no driver, no device: one answer, unavailable
-        return None
+        return (pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)), ""
+    except ImportError:
+        return None, "nvidia-ml-py (pynvml) is not installed in the judge's Python"
+    except Exception as exc:  # noqa: BLE001 - no driver, no device: one answer, unavailable
+        return None, f"NVML failed: {exc}"
+
+
+def _device():
+    """NVML and the handle of device 0, or None when NVML cannot be used here: looked up (``nvmlInit``)
+    once per process, its failure kept for ``unavailable``."""
+    pid = os.getpid()
+    if pid not in _FOUND:
+        _FOUND.clear()
+        _FOUND[pid] = _lookup()
+    return _FOUND[pid][0]
 
 
 def unavailable() -> str | None:
     """Why NVML cannot read the GPU from outside here (None when it can)."""
-    try:
-        import pynvml
-    except ImportError:
-        return "nvidia-ml-py (pynvml) is not installed in the judge's Python"
-    try:
-        pynvml.nvmlInit()
-        pynvml.nvmlDeviceGetHandleByIndex(0)
-    except pynvml.NVMLError as exc:
-        return f"NVML failed: {exc}"
-    return None
+    _device()
+    return _FOUND[os.getpid()][1] or None
 
 
 def device_bytes(pids: set[int]) -> int | None:
@@ -81,6 +94,13 @@ def pinned_host_bytes(pids: set[int]) -> int:
                 start, end = (int(v, 16) for v in fields[0].split("-"))
                 total += end - start
     return total
+
+
+def usage(pids: set[int]) -> GpuUsage:
+    """What the processes ``pids`` hold for the GPU, read from outside them: how a backend answers
+    ``measure_gpu`` for its worker's processes."""
+    return GpuUsage(device_bytes=device_bytes(pids), pinned_host_bytes=pinned_host_bytes(pids),
+                    unavailable=unavailable() or "")
 
 
 @dataclass(frozen=True)

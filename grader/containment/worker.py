@@ -26,8 +26,8 @@ import psutil
 
 from .. import wire
 from ..confined.config import Withheld
-from ..backend import Exchange, OnCallback, WorkerFailure
-from . import level, tree
+from ..backend import Exchange, GpuUsage, OnCallback, WorkerFailure
+from . import gpu, level, tree
 from .channel import Broken, Channel
 from .launch import EXCHANGE, Launched, launch, syscall_filter
 from .limits import Limits, secret_paths
@@ -223,14 +223,23 @@ class Worker:
             return None
         return self._meter.read(reset_peak)
 
+    def measure_gpu(self) -> GpuUsage | None:
+        """What the worker's processes hold for the GPU (``containment.gpu``: their device memory as
+        the NVIDIA driver lists it, their pinned host mappings in /proc); None when not running."""
+        pids = self._pids()
+        return None if pids is None else gpu.usage(pids)
+
+    def _pids(self) -> set[int] | None:
+        """Every process of the worker: its cgroup's, else its tree's; None when not running."""
+        run = self._run
+        if run is None or run.proc.poll() is not None:
+            return None
+        return run.cgroup.pids() if run.cgroup is not None else tree.pids(run.proc.pid)  # the first is a file's read
+
     def pause(self, stopped: bool) -> None:
         """SIGSTOP (``stopped``) or SIGCONT every process of the worker's tree and cgroup: time passes
         for it without it running, at moments it cannot foresee (none when it is not running)."""
-        run = self._run
-        if run is None or run.proc.poll() is not None:
-            return
-        pids = run.cgroup.pids() if run.cgroup is not None else tree.pids(run.proc.pid)  # the first is a file's read
-        for pid in pids:
+        for pid in self._pids() or ():
             try:
                 os.kill(pid, signal.SIGSTOP if stopped else signal.SIGCONT)
             except ProcessLookupError:

@@ -2,7 +2,7 @@
 
 The submission is staged into a private folder; judge sessions (pytest over the hidden suites
 with ``grader.judge.plugin``, one per group of problems, ``--jobs`` at a time) each drive their own
-sandboxed worker. Their outcomes are merged into one ``GradingResult``, written as
+sandboxed worker. Their reports (``grader.record.JudgeReport``) are merged into one ``GradingResult``, written as
 results.json and shown as a table.
 
 The budget is a wall for the whole grading: each judge session gets the time before it less a
@@ -75,19 +75,19 @@ class _Run:
     deadline: float
     masks: tuple[Path, ...]
 
-    def command(self, files: list[Path], package: Path, outcomes: Path) -> list[str]:
+    def command(self, files: list[Path], package: Path, report: Path) -> list[str]:
         budget = _judge_budget(self.deadline - time.monotonic(), self.options.call_seconds)
-        return judge_command(files, package, outcomes, self.options, budget, self.masks)
+        return judge_command(files, package, report, self.options, budget, self.masks)
 
 
-def judge_command(files: list[Path], package: Path, outcomes: Path, options: GradingOptions, budget_seconds: float,
+def judge_command(files: list[Path], package: Path, report: Path, options: GradingOptions, budget_seconds: float,
                   masks: tuple[Path, ...] = ()) -> list[str]:
     """The command line of one judge session: pytest over ``files`` with the kit's plugin, grading the staged
-    ``package`` with ``options`` in ``budget_seconds`` of its own, its report written to ``outcomes``."""
+    ``package`` with ``options`` in ``budget_seconds`` of its own, its report written to ``report``."""
     plugins = [argument for name in (*JUDGE_PLUGINS, *(f"no:{n}" for n in JUDGE_WITHOUT)) for argument in ("-p", name)]
     command = [sys.executable, "-m", "grader.judge.session", *map(str, files), *plugins, "-q", "--assert=plain",
                "-p", "no:cacheprovider", "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(files[0].parent),
-               "--submission", str(package), "--outcomes", str(outcomes), *options.judge_argv(budget_seconds)]
+               "--submission", str(package), "--judge-report", str(report), *options.judge_argv(budget_seconds)]
     for path in masks:
         command += ["--mask", str(path)]
     return command
@@ -130,11 +130,11 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Ru
     env = judge_environment()
     sessions = []
     for index, files in enumerate(groups):
-        outcomes, log = workdir / f"outcomes-{index}.json", workdir / f"judge-{index}.log"
+        report, log = workdir / f"judge-report-{index}.json", workdir / f"judge-{index}.log"
         with open(log, "wb") as stream:
-            process = subprocess.Popen(run.command(files, package, outcomes), stdout=stream,
+            process = subprocess.Popen(run.command(files, package, report), stdout=stream,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
-        sessions.append((process, files, outcomes, log))
+        sessions.append((process, files, report, log))
     try:
         stopped = _stop_at([process for process, *_ in sessions], run.deadline)
     finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call
@@ -142,16 +142,16 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Ru
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    return [_over_budget(files) if index in stopped else _session_report(process.returncode, files, outcomes, log)
-            for index, (process, files, outcomes, log) in enumerate(sessions)]
+    return [_over_budget(files) if index in stopped else _session_report(process.returncode, files, report, log)
+            for index, (process, files, report, log) in enumerate(sessions)]
 
 
-def _session_report(exit_code: int, files: list[Path], outcomes: Path, log: Path) -> JudgeReport:
+def _session_report(exit_code: int, files: list[Path], path: Path, log: Path) -> JudgeReport:
     """A judge session's report, taken only when it ended normally (exit 0 or 1 and a complete
     report in which every test was judged). Otherwise every problem of the session is an
     error: nothing it recorded earns points, whatever stopped it (a signal, a crash, a kill)."""
     try:
-        report: JudgeReport | None = JudgeReport.from_json(outcomes.read_text())
+        report: JudgeReport | None = JudgeReport.from_json(path.read_text())
         unreadable = ""
     except (OSError, RecordError) as exc:
         report, unreadable = None, f"; its report was unreadable: {exc}" if isinstance(exc, RecordError) else ""

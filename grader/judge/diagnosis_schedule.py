@@ -38,15 +38,15 @@ class Schedule:
         self.probed: list[TestRecord] = []  # failed tests of the problems a probe diagnoses, for ``finish``
         self.diagnoser = None  # made at the first failure: it imports the catalog of known mistakes
 
-    def failed(self, outcome: TestRecord, submission: Submission) -> None:
+    def failed(self, record: TestRecord, submission: Submission) -> None:
         """A test failed in its call: name its mistakes now, or after the suite where a probe diagnoses them."""
         from .diagnosis import PROBES
 
-        if outcome.problem in PROBES:
-            self.probed.append(outcome)
+        if record.problem in PROBES:
+            self.probed.append(record)
             return
         seconds, started = diagnosis_seconds(self.budget.end, self.spent), time.monotonic()
-        self._name(outcome, self._diagnoser().diagnose(outcome.problem, submission.recording, seconds)
+        self._name(record, self._diagnoser().diagnose(record.problem, submission.recording, seconds)
                    if seconds > 0 else [])
         elapsed = time.monotonic() - started
         self.spent += elapsed
@@ -54,10 +54,10 @@ class Schedule:
 
     def finish(self, submission: Submission) -> None:
         """The suite is over: the failed tests a probe diagnoses, each problem probed once."""
-        for outcome in self.probed:
+        for record in self.probed:
             seconds, started = diagnosis_seconds(self.budget.end, self.spent), time.monotonic()
-            test = outcome.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
-            self._name(outcome, self._diagnoser().diagnose(outcome.problem, Recording(), seconds, submission, test)
+            test = record.nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+            self._name(record, self._diagnoser().diagnose(record.problem, Recording(), seconds, submission, test)
                        if seconds > 0 else [])
             self.spent += time.monotonic() - started
         self.probed = []
@@ -68,10 +68,10 @@ class Schedule:
         self.diagnoser = self.diagnoser or Diagnoser()
         return self.diagnoser
 
-    def _name(self, outcome: TestRecord, mistakes: list) -> None:
+    def _name(self, record: TestRecord, mistakes: list) -> None:
         """Put the known ``mistakes`` (``Mistake``) in the failed test's record, and before its message."""
         from .diagnosis import feedback
 
-        outcome.mistakes = [mistake.id for mistake in mistakes]
+        record.mistakes = [mistake.id for mistake in mistakes]
         if mistakes:
-            outcome.message = self.reword(f"{feedback(mistakes)}\n{outcome.message}")
+            record.message = self.reword(f"{feedback(mistakes)}\n{record.message}")

@@ -18,12 +18,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, TypeVar
 
 from .. import wire
-from ..backend import Backend, Exchange, Usage, WorkerFailure
+from ..backend import Backend, Exchange, GpuUsage, Usage, WorkerFailure
 from ..options import GradingOptions
 from .budget import Budget
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..containment.worker import Withheld
@@ -298,11 +300,21 @@ class Submission:
         judge from outside it: through its cgroup where the host gives one, else its processes in
         /proc (``grader.containment.tree``). ``reset_peak``: the next reading's ``peak_bytes`` is the
         most held from this one on. Starts the worker if it is not running."""
+        return self._reading(lambda: self.backend.measure(reset_peak))
+
+    def measure_gpu(self) -> GpuUsage:
+        """What the worker's processes hold for the GPU (device memory as the NVIDIA driver lists it, pinned
+        host memory as its mappings show), read by the judge from outside them (``Backend.measure_gpu``).
+        Starts the worker if it is not running."""
+        return self._reading(self.backend.measure_gpu)
+
+    def _reading(self, read: Callable[[], T | None]) -> T:
+        """A reading of the running worker from outside it (the worker started first)."""
         self.worker_pid()
-        usage = self.backend.measure(reset_peak)
-        if usage is None:
+        found = read()
+        if found is None:
             raise StudentError("the worker process could not be found to measure it")
-        return usage
+        return found
 
     def pause(self, stopped: bool) -> None:
         """Stop or continue the worker's whole process tree from outside it (``Backend.pause``)."""

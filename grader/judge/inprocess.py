@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import wire
-from ..backend import Exchange, OnCallback, Usage
+from ..backend import Exchange, GpuUsage, OnCallback, Usage
 from ..confined.dispatch import Dispatcher
 from ..confined.worker import CallbackFailed, load_package
+from ..containment import gpu
 from ..containment.tree import Meter
 
 __all__ = ["Dispatcher", "InProcess", "load_package"]
@@ -66,6 +67,10 @@ class InProcess:
 
     def measure(self, reset_peak: bool = False) -> Usage:
         return self._meter.read(reset_peak)
+
+    def measure_gpu(self) -> GpuUsage:
+        """This process's own (the judge's, the submission's with it)."""
+        return gpu.usage({os.getpid()})
 
     def pause(self, stopped: bool) -> None:
         """Nothing: the judge cannot stop the process it runs in (a timing that must follow a pause fails here)."""

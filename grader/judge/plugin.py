@@ -3,13 +3,14 @@
 It provides the ``sub`` fixture (a ``handle.Submission``), reads each test's
 ``@pytest.mark.points(n)`` and problem (from the file name ``test_p<N>_<module>.py``),
 marks GPU tests "not run" where no GPU is used (and, with ``--gpu only``, every other test:
-the CPU pass grades those), and records one plain outcome per test.
+the CPU pass grades those), and keeps one plain record per test (``grader.record.TestRecord``).
 Messages keep only the assertion text (never hidden-suite source or tracebacks). A failed
 test's message starts with the known mistakes its recorded behaviour reproduces, if any
-(``grader.judge.diagnosis``; ``TestRecord.mistakes``). The outcomes file is a ``grader.record.JudgeReport``.
+(``grader.judge.diagnosis``; ``TestRecord.mistakes``). The file it writes (``--judge-report``) is the judge's
+report, a ``grader.record.JudgeReport``.
 
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
-only when the judge saw its call pass; the outcomes file says whether the session ended
+only when the judge saw its call pass; the judge's report says whether the session ended
 normally (``complete``), and ``grade`` awards nothing from a session that did not.
 
 Each problem gets its share of the session's time budget as its first test starts
@@ -43,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--submission", help="staged submission package folder")
     group.addoption("--grading-options", type=_options, default=GradingOptions(),
                     help="the grading options record (GradingOptions.to_json): gpu, limits, budget, diagnosis...")
-    group.addoption("--outcomes", help="write outcomes (JSON) here")
+    group.addoption("--judge-report", help="write the judge's report (JSON, a grader.record.JudgeReport) here")
     group.addoption("--mask", action="append", default=[], help="path the worker must not see (repeatable)")
 
 
@@ -126,11 +127,11 @@ def clean_message(longrepr: object) -> str:
 
 
 class Recorder:
-    """Builds the ``sub`` fixture's backend and collects outcomes."""
+    """Builds the ``sub`` fixture's backend and keeps each test's record."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.outcomes: dict[str, TestRecord] = {}
+        self.records: dict[str, TestRecord] = {}
         self.submission: handle.Submission | None = None
         self.options = options_of(config)
         refuse_weak_isolation(self.options)
@@ -165,14 +166,14 @@ class Recorder:
         for item in items:
             problem, module = problem_of(item)
             doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
-            self.outcomes[item.nodeid] = TestRecord(
+            self.records[item.nodeid] = TestRecord(
                 nodeid=item.nodeid, problem=problem, module=module, name=doc[0] if doc else item.name,
                 points=points_of(item), status="error", message=NOT_JUDGED, duration=0.0,
                 gpu=item.get_closest_marker("gpu") is not None)
-            reason = self.not_run_reason(self.outcomes[item.nodeid].gpu)
+            reason = self.not_run_reason(self.records[item.nodeid].gpu)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
-        self.order = list(dict.fromkeys(o.problem for o in self.outcomes.values() if not self.not_run_reason(o.gpu)))
+        self.order = list(dict.fromkeys(o.problem for o in self.records.values() if not self.not_run_reason(o.gpu)))
 
     def not_run_reason(self, gpu: bool) -> str:
         """Why a test is not run in this session ("" when it is run): the other pass grades it."""
@@ -184,30 +185,30 @@ class Recorder:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """The first test of a problem starts its share of the time budget (``grader.judge.budget``); once
         that is spent, the problem's tests are not run: they fail, saying so."""
-        outcome = self.outcomes[item.nodeid]
-        if self.not_run_reason(outcome.gpu):
+        record = self.records[item.nodeid]
+        if self.not_run_reason(record.gpu):
             return
-        self.budget.start(outcome.problem, later=len(self.order) - 1 - self.order.index(outcome.problem))
+        self.budget.start(record.problem, later=len(self.order) - 1 - self.order.index(record.problem))
         if self.budget.spent():
-            outcome.status, outcome.message = "failed", f"not run: {self.budget.why()}"
-            pytest.fail(outcome.message, pytrace=False)
+            record.status, record.message = "failed", f"not run: {self.budget.why()}"
+            pytest.fail(record.message, pytrace=False)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        outcome = self.outcomes.get(report.nodeid)
-        if outcome is None:
+        record = self.records.get(report.nodeid)
+        if record is None:
             return
-        outcome.duration += report.duration
-        if report.failed and outcome.status != "failed":
-            outcome.status = "failed"
-            outcome.message = clean_message(report.longrepr)
+        record.duration += report.duration
+        if report.failed and record.status != "failed":
+            record.status = "failed"
+            record.message = clean_message(report.longrepr)
             if report.when != "call":
-                outcome.message = f"(during {report.when}) {outcome.message}"
+                record.message = f"(during {report.when}) {record.message}"
             elif self.diagnosis is not None and self.submission is not None:
-                self.diagnosis.failed(outcome, self.submission)
-        elif report.skipped and outcome.status == "error":
-            outcome.status, outcome.message = "not_run", self.not_run_reason(outcome.gpu) or "not run"
-        elif report.passed and report.when == "call" and outcome.status == "error":
-            outcome.status, outcome.message = "passed", ""
+                self.diagnosis.failed(record, self.submission)
+        elif report.skipped and record.status == "error":
+            record.status, record.message = "not_run", self.not_run_reason(record.gpu) or "not run"
+        elif report.passed and report.when == "call" and record.status == "error":
+            record.status, record.message = "passed", ""
 
         if report.when == "teardown" and self.submission is not None:
             self.submission.recording = handle.Recording()  # the next test records afresh
@@ -215,16 +216,16 @@ class Recorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.diagnosis is not None and self.submission is not None:
             self.diagnosis.finish(self.submission)
-        path = self.config.getoption("--outcomes")
+        path = self.config.getoption("--judge-report")
         if path:
             complete = int(exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
             stopped = bool(session.shouldfail) and self.options.first_failure
             if stopped:  # judged: a test failed, and those after it were deliberately not run
-                for outcome in self.outcomes.values():
-                    if outcome.status == "error" and outcome.message == NOT_JUDGED:
-                        outcome.status, outcome.message = "not_run", STOPPED
+                for record in self.records.values():
+                    if record.status == "error" and record.message == NOT_JUDGED:
+                        record.status, record.message = "not_run", STOPPED
             report = JudgeReport(
                 complete=complete and not session.shouldstop and (stopped or not session.shouldfail),
-                tests=list(self.outcomes.values()), isolation=getattr(self, "isolation", {}),
+                tests=list(self.records.values()), isolation=getattr(self, "isolation", {}),
                 import_error=getattr(self, "import_error", ""))
             Path(path).write_text(report.to_json())

@@ -1,7 +1,7 @@
 """A judge session's process: ``python -m grader.judge.session PYTEST-ARGS`` runs pytest over hidden suites
 (``grading.grade.judge_command``), then ends without tearing the interpreter down.
 
-Once pytest has returned, its report, outcomes file and workers are done with; the interpreter's own exit
+Once pytest has returned, its own report, the judge's report and the workers are done with; the interpreter's own exit
 (freeing every module and object of torch, numpy, hypothesis and pytest one by one) only costs time, close
 to a CPU-second, so the exit handlers run (a diagnosis's temporary folder is removed by one) and the
 process ends at once with pytest's exit status.

@@ -6,7 +6,7 @@ worker (the submission's inputs) or here (the oracles). The precision a step ran
 values it returns and the parameters it leaves, never from hooks the worker could call itself; an
 inf/NaN gradient is put in by a hook made of library functions. Memory is measured from outside the
 worker: what its whole process tree holds, as its cgroup (else /proc) counts it (``Submission.measure``),
-and, on a GPU, its device memory as the NVIDIA driver reports it.
+and, on a GPU, its device memory as the NVIDIA driver reports it (``Submission.measure_gpu``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from grader.containment import gpu, tree
 from grader.judge.handle import Remote, Submission
 
 from .local import Handle, Side
@@ -309,7 +308,7 @@ def cuda_checkpointed(sub: Submission, depth: int, width: int, n: int) -> CudaCh
     """``amp.checkpointed`` on ``depth`` MLP blocks and x of shape (n, width) on CUDA, then backward,
     twice (the first run warms up kernels and the caching allocator). What the forward keeps for
     backward is measured from outside on the second run, cache emptied after it: on the device by
-    the NVIDIA driver (NVML, for the worker's process tree) and on the host by the kernel
+    the NVIDIA driver (NVML, for the worker's processes: ``Submission.measure_gpu``) and on the host by the kernel
     (``Submission.measure``), so that activations moved off the GPU still count."""
     sub.lib("torch.manual_seed", 0)
     held, _ = blocks(sub, block(width), depth, device="cuda")
@@ -323,19 +322,19 @@ def cuda_checkpointed(sub: Submission, depth: int, width: int, n: int) -> CudaCh
         cuda("synchronize"), cuda("empty_cache")
         return output
 
-    workers = tree.pids(sub.worker_pid())
     for _ in range(2):
         held.call("zero_grad", set_to_none=True)
         cuda("synchronize"), cuda("empty_cache"), cuda("reset_peak_memory_stats")
         return_freed_memory(sub)
-        host_before, device_before = held_bytes(sub), gpu.device_bytes(workers)
+        host_before, device_before = held_bytes(sub), sub.measure_gpu()
         output = forward()
-        host_grown, device_after = held_bytes(sub) - host_before, gpu.device_bytes(workers)
+        host_grown, device_after = held_bytes(sub) - host_before, sub.measure_gpu()
         backward_of_square_sum(output)
         output.release()
         cuda("synchronize")
-    device_grown = None if device_before is None or device_after is None else device_after - device_before
-    return CudaCheckpointed(cuda("max_memory_allocated"), device_grown, host_grown, gpu.unavailable() or "",
+    device_grown = None if device_before.device_bytes is None or device_after.device_bytes is None else \
+        device_after.device_bytes - device_before.device_bytes
+    return CudaCheckpointed(cuda("max_memory_allocated"), device_grown, host_grown, device_after.unavailable,
                             sum(grad is None for grad in gradients(sub, held)))
 
 

@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from ...containment import gpu, tree
 from ..handle import Remote, StudentError, Submission
 from ...wire import Raised
 from . import pagecache
@@ -293,14 +292,13 @@ def cuda_batch(sub: Submission, tokens: np.ndarray, batch_size: int, context_len
                seed: int) -> tuple[Batch, int]:
     """``get_batch(tokens, B, L, "cuda", np.random.default_rng(seed))``: the batch with its devices,
     and how many bytes of pinned host memory the worker's process tree gained during the call, read
-    from outside it (``containment.gpu.pinned_host_bytes``: the mappings CUDA makes for page-locked
+    from outside it (``Submission.measure_gpu``: the mappings CUDA makes for page-locked
     memory). CUDA is initialized in the worker first, so that only the call's own mappings count."""
     sub.lib("torch.zeros", 1, device="cuda").release()
     with token_source(sub, tokens) as source, holding(sub.lib("numpy.random.default_rng", seed)) as generator:
-        workers = tree.pids(sub.worker_pid())
-        before = gpu.pinned_host_bytes(workers)
+        before = sub.measure_gpu().pinned_host_bytes
         batch = get_batch(sub, source, batch_size, context_length, "cuda", generator, devices=True)
-        after = gpu.pinned_host_bytes(workers | tree.pids(sub.worker_pid()))
+        after = sub.measure_gpu().pinned_host_bytes
     return batch, after - before
 
 

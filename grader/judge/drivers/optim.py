@@ -11,7 +11,9 @@ step reads the parameters, computes the loss and gradients in the judge, sets ``
 for skipped parameters), calls ``step`` and reads the parameters back. ``WorkerSide(sub)`` drives
 the submission's classes in the worker by handle; ``JudgeSide()`` drives ``torch.optim`` in the
 judge (the oracle) through ``Local``: the same code, the same inputs, the same call sequence.
-``JudgeSide(MISTAKES)`` runs well-known wrong rules, only to name a mismatch (a hint, never a verdict).
+The wrong update rules a failing trajectory may follow are written once, as P5's mutants
+(``grader/mistakes/p5_optim.toml``); the diagnosis names the one a submission's answers reproduce
+(``grader.judge.diagnosis``), with its misconception and handout section.
 """
 
 from __future__ import annotations
@@ -147,11 +149,10 @@ class WorkerSide:
 
 
 class JudgeSide:
-    """Optimizer classes run in the judge (``torch.optim`` by default: the oracle)."""
+    """``torch.optim``'s classes run in the judge: the oracle."""
 
-    def __init__(self, classes: dict[str, Callable[..., torch.optim.Optimizer]] | None = None,
-                 device: str = "cpu") -> None:
-        self.classes = classes or {"SGD": torch.optim.SGD, "AdaGrad": torch.optim.Adagrad}
+    def __init__(self, device: str = "cpu") -> None:
+        self.classes = {"SGD": torch.optim.SGD, "AdaGrad": torch.optim.Adagrad}
         self.device = device
 
     def parameter(self, value: torch.Tensor) -> Local:
@@ -305,77 +306,7 @@ def mismatch(got: list[torch.Tensor], want: list[torch.Tensor], oracle: str, fir
 def assert_same_trajectory(got: Run, want: Run, kind: str, what: str, *, first_step: int = 1,
                            hint: Callable[[], str] | None = None) -> None:
     """The submission's parameters after every step within tolerance of torch.optim's; on a
-    mismatch, ``hint()`` may add which well-known mistake the submission's trajectory matches."""
+    mismatch, ``hint()`` may add what the judge knows of it (a resumed run that lost its state)."""
     found = mismatch(got.params, want.params, TORCH_NAME[kind], first_step)
     if found:
         raise AssertionError(f"{what}: {found}{hint() if hint else ''}")
-
-
-# -- hints: well-known mistakes, run in the judge ------------------------------------------------
-
-class _Mistaken(torch.optim.Optimizer):
-    """SGD or AdaGrad with one well-known mistake. Run in the judge only, to say "this matches
-    <mistake>" when a submission's trajectory does; the verdict always comes from torch.optim."""
-
-    DEFAULTS = {"SGD": dict(lr=1e-3, momentum=0.0, weight_decay=0.0),
-                "AdaGrad": dict(lr=1e-2, eps=1e-10, initial_accumulator_value=0.0, weight_decay=0.0)}
-
-    def __init__(self, params: Any, kind: str, mistake: str, **hyper: float) -> None:
-        super().__init__(params, {**self.DEFAULTS[kind], **hyper})
-        self.kind, self.mistake = kind, mistake
-
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        with torch.enable_grad():
-            loss = None if closure is None else closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    (self._sgd if self.kind == "SGD" else self._adagrad)(p, group)
-        return loss
-
-    def _sgd(self, p: torch.Tensor, group: dict) -> None:
-        g, momentum, decay = p.grad, group["momentum"], group["weight_decay"]
-        late = self.mistake == "weight decay added after the momentum buffer"
-        if decay and not late:
-            g = g + decay * p
-        if momentum:
-            state = {} if self.mistake == "a momentum buffer that restarts every step" else self.state[p]
-            if "momentum_buffer" in state:
-                g = state["momentum_buffer"].mul_(momentum).add_(g)
-            else:
-                damped = self.mistake == "a first momentum step damped to (1 - momentum) * g"
-                g = state["momentum_buffer"] = (1 - momentum) * g if damped else g.clone()
-        if decay and late:
-            g = g + decay * p
-        p.add_(g, alpha=-group["lr"])
-
-    def _adagrad(self, p: torch.Tensor, group: dict) -> None:
-        g, decay = p.grad, group["weight_decay"]
-        if decay:
-            g = g + decay * p
-        if "sum" not in self.state[p] or self.mistake == "a sum of squares that restarts every step":
-            self.state[p]["sum"] = torch.full_like(p, self.defaults["initial_accumulator_value"])
-        total = self.state[p]["sum"].addcmul_(g, g)
-        inside = self.mistake == "eps inside the square root, sqrt(sum + eps)"
-        p.addcdiv_(g, (total + group["eps"]).sqrt() if inside else total.sqrt() + group["eps"], value=-group["lr"])
-
-
-MISTAKES = {"SGD": ["weight decay added after the momentum buffer",
-                    "a first momentum step damped to (1 - momentum) * g",
-                    "a momentum buffer that restarts every step"],
-            "AdaGrad": ["eps inside the square root, sqrt(sum + eps)", "a sum of squares that restarts every step"]}
-
-
-def known_mistake(got: Run, kind: str, scenario: Scenario) -> str:
-    """" Hint: this matches <mistake>." for the first well-known mistake whose trajectory (run
-    in the judge over the same scenario, from the first step) the submission's matches; "" if none does."""
-    for mistake in MISTAKES[kind]:
-        side = JudgeSide({kind: lambda spec, mistake=mistake, **hyper: _Mistaken(spec, kind, mistake, **hyper)},
-                     scenario.device)
-        try:
-            if mismatch(got.params, run(side, kind, scenario).params, "") is None:
-                return f" Hint: this matches {mistake}."
-        except (RuntimeError, ValueError, KeyError):  # a variant that cannot run this scenario
-            continue
-    return ""

@@ -18,7 +18,7 @@ out-of-place ops stayed within 1e-5 * |p| + 3e-7 of torch's foreach trajectory a
 (a damped first momentum step by momentum * lr * g; eps inside the root, for eps >= 1e-3, by
 about lr * eps / 2 per step; a lost momentum buffer or accumulator restarts the dynamics). A
 mismatch names the step, the parameter, the index of the largest difference and both values,
-and, where the submission's trajectory matches a well-known mistake run in the judge, says so.
+and the diagnosis names the known mistake (a P5 mutant) whose answers the submission's reproduce.
 
 P5's tests run in a worker of their own whose torch has no working optimizer (``drivers/optim_stubs.py``):
 torch.optim's optimizer modules are stubs there (the files the worker can read included) and the
@@ -100,10 +100,10 @@ def kinds_and_hyperparameters():
 
 def compare(sub, kind: str, scenario: Scenario, what: str) -> drive.Run:
     """Run ``scenario`` on the submission (worker) and on torch.optim (judge); assert the same
-    trajectory, with a hint where the submission's matches a well-known mistake. The submission's run."""
+    trajectory (a known wrong rule it follows is named by the diagnosis). The submission's run."""
     got = drive.run(WorkerSide(sub, scenario.device), kind, scenario)
     want = drive.run(JudgeSide(device=scenario.device), kind, scenario)
-    drive.assert_same_trajectory(got, want, kind, what, hint=lambda: drive.known_mistake(got, kind, scenario))
+    drive.assert_same_trajectory(got, want, kind, what)
     return got
 
 

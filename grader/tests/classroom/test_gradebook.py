@@ -15,15 +15,14 @@ from grader.classroom import gradebook
 from grader.classroom.gradebook import plots
 from grader.cli import build_parser
 from grader.problems import PROBLEMS, TOTAL_POINTS
-from grader.grading.results import GradingResult, write_json_atomic
-from grader.grading.results import TestResult as Outcome
+from grader.grading.results import GradingResult, TestResult, write_json_atomic
 
 
-def outcomes(p1: int = 12, p3: tuple[str, ...] = ("passed", "passed")) -> tuple[Outcome, ...]:
+def sample_results(p1: int = 12, p3: tuple[str, ...] = ("passed", "passed")) -> tuple[TestResult, ...]:
     """P1: one test worth p1 points passed (12 total); P3: two 6-point tests with the given statuses."""
-    made = [Outcome("P1", "memory", "sizes", 12.0, "passed" if p1 == 12 else "failed")]
-    made += [Outcome("P3", "einsum", f"rewrite {i}", 6.0, status) for i, status in enumerate(p3)]
-    made += [Outcome("P8", "amp", "speed on a GPU", 2.0, "not_run", gpu=True)]
+    made = [TestResult("P1", "memory", "sizes", 12.0, "passed" if p1 == 12 else "failed")]
+    made += [TestResult("P3", "einsum", f"rewrite {i}", 6.0, status) for i, status in enumerate(p3)]
+    made += [TestResult("P8", "amp", "speed on a GPU", 2.0, "not_run", gpu=True)]
     return tuple(made)
 
 
@@ -51,10 +50,10 @@ def table(path: Path) -> list[dict[str, str]]:
 
 
 def test_rows_are_exact_and_sorted(tmp_path):
-    write(tmp_path / "run", "zoe", GradingResult(tests=outcomes(p3=("passed", "failed")),
+    write(tmp_path / "run", "zoe", GradingResult(tests=sample_results(p3=("passed", "failed")),
                                                  isolation={"mechanism": "bubblewrap + seccomp + cgroup v2"}))
-    write(tmp_path / "run", "adam", GradingResult(tests=(Outcome("P2", "strides", "a", 11.5, "passed"),
-                                                         Outcome("P2", "strides", "b", 2.5, "failed"))))
+    write(tmp_path / "run", "adam", GradingResult(tests=(TestResult("P2", "strides", "a", 11.5, "passed"),
+                                                         TestResult("P2", "strides", "b", 2.5, "failed"))))
     write(tmp_path / "run", "mia", GradingResult.failed("mia.zip", "not a readable zip file"))
     out = tmp_path / "gb" / "gradebook.csv"
     assert gradebook.main([str(tmp_path / "run")], csv=out) == 0
@@ -77,7 +76,7 @@ def test_merge_is_order_independent(tmp_path):
     folders = [tmp_path / name for name in ("a", "b", "c")]
     for i, folder in enumerate(folders):
         for j in range(4):
-            graded = GradingResult(tests=outcomes(p1=12 if j % 2 else 0, p3=("passed", "failed")[: j % 3]))
+            graded = GradingResult(tests=sample_results(p1=12 if j % 2 else 0, p3=("passed", "failed")[: j % 3]))
             write(folder, f"s{i}{j}", graded)
         manifest(folder, [f"s{i}{j}" for j in range(4)], shard=f"{i + 1}/3")
     outputs = set()
@@ -89,7 +88,7 @@ def test_merge_is_order_independent(tmp_path):
 
 
 def test_identical_duplicates_merge_and_keep_the_earliest_time(tmp_path):
-    result = GradingResult(tests=outcomes())
+    result = GradingResult(tests=sample_results())
     write(tmp_path / "run1", "alice", result, digest="sha256:aa", graded_at="2026-01-02T00:00:00+00:00")
     write(tmp_path / "run2", "alice", result, digest="sha256:aa", graded_at="2026-01-01T00:00:00+00:00")
     out = tmp_path / "gradebook.csv"
@@ -99,10 +98,10 @@ def test_identical_duplicates_merge_and_keep_the_earliest_time(tmp_path):
 
 @pytest.mark.parametrize("change", ["score", "content"])
 def test_conflicting_duplicates_are_refused_naming_both_files(tmp_path, capsys, change):
-    first = write(tmp_path / "run1", "alice", GradingResult(tests=outcomes()), digest="sha256:aa")
-    second = write(tmp_path / "run2", "alice", GradingResult(tests=outcomes(p1=0) if change == "score" else outcomes()),
+    first = write(tmp_path / "run1", "alice", GradingResult(tests=sample_results()), digest="sha256:aa")
+    second = write(tmp_path / "run2", "alice", GradingResult(tests=sample_results(p1=0) if change == "score" else sample_results()),
                    digest="sha256:aa" if change == "score" else "sha256:bb")
-    write(tmp_path / "run2", "bob", GradingResult(tests=outcomes()))
+    write(tmp_path / "run2", "bob", GradingResult(tests=sample_results()))
     out = tmp_path / "gradebook.csv"
     assert gradebook.main([str(tmp_path / "run1"), str(tmp_path / "run2")], csv=out) == 2
     err = capsys.readouterr().err
@@ -111,9 +110,9 @@ def test_conflicting_duplicates_are_refused_naming_both_files(tmp_path, capsys, 
 
 
 def test_missing_students_and_shards_are_reported(tmp_path, capsys):
-    write(tmp_path / "shard1", "alice", GradingResult(tests=outcomes()))
+    write(tmp_path / "shard1", "alice", GradingResult(tests=sample_results()))
     manifest(tmp_path / "shard1", ["alice", "bob"], shard="1/3")
-    write(tmp_path / "shard2", "carol", GradingResult(tests=outcomes()))
+    write(tmp_path / "shard2", "carol", GradingResult(tests=sample_results()))
     manifest(tmp_path / "shard2", ["carol"], shard="2/3")
     out = tmp_path / "gradebook.csv"
     assert gradebook.main([str(tmp_path / "shard1"), str(tmp_path / "shard2")], csv=out) == 1
@@ -127,7 +126,7 @@ def test_missing_students_and_shards_are_reported(tmp_path, capsys):
 def test_a_downloaded_ci_artifact_folder_is_read_whole(tmp_path):
     for index in (1, 2):
         shard = tmp_path / "shards" / f"results-shard-{index}"
-        write(shard, f"student{index}", GradingResult(tests=outcomes()))
+        write(shard, f"student{index}", GradingResult(tests=sample_results()))
         manifest(shard, [f"student{index}"], shard=f"{index}/2")
     out = tmp_path / "gradebook" / "gradebook.csv"
     assert gradebook.main([str(tmp_path / "shards")], csv=out) == 0
@@ -135,7 +134,7 @@ def test_a_downloaded_ci_artifact_folder_is_read_whole(tmp_path):
 
 
 def test_plain_results_files_from_grader_grade_are_accepted(tmp_path):
-    write_json_atomic(tmp_path / "alice.json", GradingResult(tests=outcomes()).to_gradescope_dict())
+    write_json_atomic(tmp_path / "alice.json", GradingResult(tests=sample_results()).to_gradescope_dict())
     out = tmp_path / "out" / "gradebook.csv"
     assert gradebook.main([str(tmp_path)], csv=out) == 0
     assert [(r["student"], r["total"], r["status"]) for r in table(out)] == [("alice", "24", "graded")]
@@ -150,11 +149,11 @@ def test_unreadable_results_are_refused(tmp_path, capsys):
 
 
 def test_summary_and_figures(tmp_path):
-    write(tmp_path, "a", GradingResult(tests=outcomes(p3=("passed", "failed"))))
-    write(tmp_path, "b", GradingResult(tests=outcomes(p1=0, p3=("failed", "failed"))))
-    write(tmp_path, "c", GradingResult(tests=outcomes()))
+    write(tmp_path, "a", GradingResult(tests=sample_results(p3=("passed", "failed"))))
+    write(tmp_path, "b", GradingResult(tests=sample_results(p1=0, p3=("failed", "failed"))))
+    write(tmp_path, "c", GradingResult(tests=sample_results()))
     write(tmp_path, "d", GradingResult.failed("d", "the grader exited with code 1 | traceback"))
-    write(tmp_path, "e", GradingResult(tests=outcomes(p3=("passed", "error"))), status="graded")  # a test not judged
+    write(tmp_path, "e", GradingResult(tests=sample_results(p3=("passed", "error"))), status="graded")  # a test not judged
     out = tmp_path / "gradebook.csv"
     assert gradebook.main([str(tmp_path)], csv=out) == 0
     rows = {r["student"]: r for r in table(out)}
@@ -185,13 +184,13 @@ def test_summary_and_figures(tmp_path):
 
 def test_summary_counts_the_students_each_known_mistake_was_named_for(tmp_path):
     def failing(*mistakes: tuple[str, ...]) -> GradingResult:
-        return GradingResult(tests=tuple(Outcome("P4", "flops", f"test {i}", 1.0, "failed", mistakes=ids)
+        return GradingResult(tests=tuple(TestResult("P4", "flops", f"test {i}", 1.0, "failed", mistakes=ids)
                                          for i, ids in enumerate(mistakes)))
 
     write(tmp_path, "a", failing(("p4-x",), ("p4-x",)))  # named twice: one student
     write(tmp_path, "b", failing(("p4-x", "p4-y"), ()))
     write(tmp_path, "c", failing((), ()))
-    write(tmp_path, "d", GradingResult(tests=outcomes()))
+    write(tmp_path, "d", GradingResult(tests=sample_results()))
     out = tmp_path / "gradebook.csv"
     assert gradebook.main([str(tmp_path)], csv=out) == 0
     summary = out.with_suffix(".md").read_text()
@@ -209,7 +208,7 @@ def test_cli_defaults_are_the_python_defaults(tmp_path):
 
 
 def test_every_file_written_is_readable_by_the_course_group(tmp_path):
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes()))
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results()))
     out = tmp_path / "gb" / "gradebook.csv"
     previous = os.umask(0o022)
     try:
@@ -224,7 +223,7 @@ def test_every_file_written_is_readable_by_the_course_group(tmp_path):
 
 def test_roster_adds_students_without_a_submission_and_flags_submissions_not_in_it(tmp_path, capsys):
     for student in ("alice", "bob", "zed"):
-        write(tmp_path / "run", student, GradingResult(tests=outcomes()))
+        write(tmp_path / "run", student, GradingResult(tests=sample_results()))
     roster = tmp_path / "roster.csv"
     roster.write_text("\ufeffname,student\nAlice A,alice\nBob B,bob\nCarol C,carol\n,\n", "utf-8")  # a spreadsheet's BOM
     out = tmp_path / "gradebook.csv"
@@ -248,7 +247,7 @@ def test_roster_adds_students_without_a_submission_and_flags_submissions_not_in_
     ("student\n", "the roster lists no student"),
 ])
 def test_a_bad_roster_is_refused_with_its_line_and_nothing_is_written(tmp_path, capsys, text, reason):
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes()))
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results()))
     (tmp_path / "roster.csv").write_text(text)
     out = tmp_path / "gb" / "gradebook.csv"
     assert gradebook.main([str(tmp_path / "run")], csv=out, roster=tmp_path / "roster.csv") == 2
@@ -261,10 +260,10 @@ OVERRIDES_HEADER = "student,problem,test,points,reason\n"
 
 
 def test_overrides_set_scores_keep_the_reason_and_move_the_totals(tmp_path):
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes(p3=("passed", "failed"))))
-    write(tmp_path / "run", "bob", GradingResult(tests=outcomes()))
-    write(tmp_path / "run", "carol", GradingResult(tests=outcomes()))
-    write(tmp_path / "run", "dan", GradingResult(tests=(Outcome("P2", "strides", "views", 14.0, "failed",
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results(p3=("passed", "failed"))))
+    write(tmp_path / "run", "bob", GradingResult(tests=sample_results()))
+    write(tmp_path / "run", "carol", GradingResult(tests=sample_results()))
+    write(tmp_path / "run", "dan", GradingResult(tests=(TestResult("P2", "strides", "views", 14.0, "failed",
                                                                 nodeid="test_p2_strides.py::test_views"),)))
     overrides = tmp_path / "overrides.csv"
     overrides.write_text(OVERRIDES_HEADER + 'alice,p3,,12,"regrade request: rewrite 1 is right, the test was wrong"\n'
@@ -299,7 +298,7 @@ def test_overrides_set_scores_keep_the_reason_and_move_the_totals(tmp_path):
     ("mia,P1,,0,x\n", "line 2: mia has no grade to override (error); regrade first: grader batch"),
 ])
 def test_a_bad_override_is_refused_with_its_line_and_nothing_is_written(tmp_path, capsys, lines, reason):
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes()))
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results()))
     write(tmp_path / "run", "mia", GradingResult.failed("mia.zip", "not a readable zip file"))
     (tmp_path / "overrides.csv").write_text(OVERRIDES_HEADER + lines)
     out = tmp_path / "gb" / "gradebook.csv"
@@ -310,7 +309,7 @@ def test_a_bad_override_is_refused_with_its_line_and_nothing_is_written(tmp_path
 
 
 def test_overrides_need_their_columns(tmp_path, capsys):
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes()))
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results()))
     (tmp_path / "overrides.csv").write_text("student,points,reason\nalice,0,x\n")
     assert gradebook.main([str(tmp_path / "run")], csv=tmp_path / "g.csv", overrides=tmp_path / "overrides.csv") == 2
     assert "no problem or test column" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 from grader.cli import main as grader
 from grader.grading.results import GradingResult
 from grader.problems import TOTAL_POINTS
-from grader.tests.classroom.test_gradebook import outcomes, write
+from grader.tests.classroom.test_gradebook import sample_results, write
 
 # Canvas's gradebook import: the student columns of its own export, then one column per assignment;
 # the second row holds each assignment's points possible.
@@ -25,7 +25,7 @@ ROSTER = ("student,Student,ID,SIS User ID,SIS Login ID,Section,email\n"
 @pytest.fixture
 def graded(tmp_path):
     """alice graded 18 (12 + 6), bob an error row, carol in the roster with no submission."""
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes(p3=("passed", "failed"))))
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results(p3=("passed", "failed"))))
     write(tmp_path / "run", "bob", GradingResult.failed("bob.zip", "not a readable zip file"))
     (tmp_path / "roster.csv").write_text(ROSTER)
     return tmp_path

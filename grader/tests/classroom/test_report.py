@@ -14,9 +14,8 @@ import subprocess
 import pytest
 
 from grader.cli import main as grader
-from grader.grading.results import GradingResult
-from grader.grading.results import TestResult as Outcome
-from grader.tests.classroom.test_gradebook import outcomes, write
+from grader.grading.results import GradingResult, TestResult
+from grader.tests.classroom.test_gradebook import sample_results, write
 
 CHROMIUM = shutil.which("chromium")
 CONSOLE = re.compile(r":CONSOLE[:(\]]")  # chromium's log line for each console message of the page
@@ -25,10 +24,10 @@ CONSOLE = re.compile(r":CONSOLE[:(\]]")  # chromium's log line for each console 
 @pytest.fixture
 def out(tmp_path):
     """A class of four: two graded, one a known mistake named, one error; a similarity pair to review."""
-    write(tmp_path / "run", "alice", GradingResult(tests=outcomes(p3=("passed", "failed"))))
-    write(tmp_path / "run", "bob", GradingResult(tests=outcomes()))
-    named = Outcome("P3", "einsum", "rewrite 9", 6.0, "failed", mistakes=("p3-linear-weight-layout",))
-    write(tmp_path / "run", "dave", GradingResult(tests=outcomes(p1=0) + (named,)))
+    write(tmp_path / "run", "alice", GradingResult(tests=sample_results(p3=("passed", "failed"))))
+    write(tmp_path / "run", "bob", GradingResult(tests=sample_results()))
+    named = TestResult("P3", "einsum", "rewrite 9", 6.0, "failed", mistakes=("p3-linear-weight-layout",))
+    write(tmp_path / "run", "dave", GradingResult(tests=sample_results(p1=0) + (named,)))
     write(tmp_path / "run", "carol", GradingResult.failed("carol.zip", "not a readable zip file"))
     (tmp_path / "sim").mkdir()
     (tmp_path / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,to_review\n"

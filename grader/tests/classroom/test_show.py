@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from grader.cli import main as grader
-from grader.grading.results import ERROR_OUTPUT, GradingResult, write_json_atomic
-from grader.grading.results import TestResult as Outcome
+from grader.grading.results import ERROR_OUTPUT, GradingResult, TestResult, write_json_atomic
 
-TESTS = (Outcome("P1", "memory", "sizes", 12.0, "passed"),
-         Outcome("P3", "einsum", "rewrite 1", 6.0, "failed", message="got shape (2, 3), expected (3, 2)"),
-         Outcome("P3", "einsum", "rewrite 2", 6.0, "error", message="worker lost"),
-         Outcome("P8", "amp", "speed on a GPU", 2.0, "not_run", gpu=True, message="not run: needs a GPU"))
+TESTS = (TestResult("P1", "memory", "sizes", 12.0, "passed"),
+         TestResult("P3", "einsum", "rewrite 1", 6.0, "failed", message="got shape (2, 3), expected (3, 2)"),
+         TestResult("P3", "einsum", "rewrite 2", 6.0, "error", message="worker lost"),
+         TestResult("P8", "amp", "speed on a GPU", 2.0, "not_run", gpu=True, message="not run: needs a GPU"))
 
 
 def save(folder, student: str, result: GradingResult, visibility: str = "visible", hide: tuple[str, ...] = ()) -> None:

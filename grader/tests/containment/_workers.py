@@ -65,6 +65,17 @@ def balloon(where="memfd", gib=3):
     return "held"
 
 
+PINNED = []
+
+
+def pin(mib=4):
+    """Map ``mib`` MiB of /dev/zero shared, as CUDA maps page-locked host memory, and keep it mapped."""
+    import mmap
+    with open("/dev/zero", "r+b") as zero:
+        PINNED.append(mmap.mmap(zero.fileno(), mib << 20, flags=mmap.MAP_SHARED))
+    return len(PINNED)
+
+
 def busy_child(mib=64, seconds=0.3):
     """A forked child spins for ``seconds`` of CPU time, fills ``mib`` MiB of a memfd, reads as
     many from /dev/zero and as many of a sparse file through 1 MiB mappings each unmapped at once

@@ -1,6 +1,7 @@
 """The GPU readings taken from outside a worker (grader/containment/gpu.py), as far as a machine
 without a GPU can check them: the pinned-memory reading counts shared /dev/zero mappings and
-nothing else, every NVML reading answers None (with a reason) where NVML cannot be used, and the
+nothing else, every NVML reading answers None (with a reason) where NVML cannot be used, a backend
+answers them for its worker's processes (``Backend.measure_gpu``, here with a fake NVML), and the
 attacks on GPU tests are not run without CUDA. Their proof on a GPU is grader/bench/gpu_runner.sh
 (README, "Proved on a GPU")."""
 
@@ -11,13 +12,18 @@ import os
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from grader.containment import gpu
+from grader.containment.worker import Worker
+from grader.judge.inprocess import InProcess
 from grader.paths import KIT_ROOT
 from grader.selfproof.hostile import check, load
+from _workers import call
+from _workers import package  # noqa: F401 - fixture
 
 NO_NVML = "import sys; sys.modules['pynvml'] = None\n"
 
@@ -52,6 +58,62 @@ def test_without_nvml_every_reading_is_none_with_a_reason(tmp_path):
     reason, values = done.stdout.strip().splitlines()
     assert "nvidia-ml-py" in reason
     assert values == "None 42 None"
+
+
+class FakeNvml:
+    """NVML as the readings use it: device 0 lists ``listed`` (pid -> device bytes) as its compute processes."""
+
+    NVMLError = RuntimeError
+
+    def __init__(self, listed: dict[int, int]) -> None:
+        self.listed = listed
+        self.inits = 0
+
+    def nvmlInit(self) -> None:
+        self.inits += 1
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.listed.items()]
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    """A fake NVML in this process, looked up afresh; ``listed`` says what it lists."""
+    fake = FakeNvml({})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(gpu, "_FOUND", {})
+    return fake
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's containment is Linux's")
+def test_a_worker_s_gpu_readings_are_its_own_processes_read_from_outside(package, fake_nvml):
+    worker = Worker(package)
+    try:
+        call(worker, "ok")
+        fake_nvml.listed.update({worker.worker_pid(): 3 << 30, os.getpid(): 5 << 30})  # the judge's is not its
+        before = worker.measure_gpu()
+        assert call(worker, "pin", 4) == 1
+        after = worker.measure_gpu()
+        assert (after.device_bytes, after.unavailable) == (3 << 30, "")
+        assert after.pinned_host_bytes - before.pinned_host_bytes == 4 << 20
+        assert fake_nvml.inits == 1  # NVML looked up once, for every reading
+    finally:
+        worker.close()
+    assert worker.measure_gpu() is None
+
+
+def test_in_process_the_gpu_readings_are_the_judge_s_own(package, fake_nvml):
+    fake_nvml.listed.update({os.getpid(): 5 << 30, 1: 3 << 30})
+    backend = InProcess(package)
+    try:
+        usage = backend.measure_gpu()
+    finally:
+        backend.close()
+    assert (usage.device_bytes, usage.unavailable) == (5 << 30, "")
+    assert usage.pinned_host_bytes == gpu.pinned_host_bytes({os.getpid()})
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")

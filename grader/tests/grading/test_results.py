@@ -84,8 +84,8 @@ def test_results_roundtrip_through_json():
     assert back.tests == graded.tests and back.isolation == graded.isolation and back.notes == graded.notes
 
 
-def test_known_mistakes_from_a_judges_outcomes_file_compare_as_read_back():
-    from_judge = t(status="failed", mistakes=["p1-x"])  # the judge's outcomes file holds a JSON list
+def test_known_mistakes_from_a_judges_report_compare_as_read_back():
+    from_judge = t(status="failed", mistakes=["p1-x"])  # the judge's report holds a JSON list
     back = GradingResult.from_gradescope_dict(json.loads(json.dumps(result(from_judge).to_gradescope_dict())))
     assert back.tests == (from_judge,)
 

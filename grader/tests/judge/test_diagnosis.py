@@ -87,7 +87,10 @@ def driven(package: Path, kind: str) -> handle.Recording:
 
 @pytest.mark.parametrize("identifier, kind", [("p5-adagrad-eps-inside-sqrt", "AdaGrad"),
                                               ("p5-adagrad-ignores-initial-accumulator", "AdaGrad"),
-                                              ("p5-sgd-weight-decay-after-momentum", "SGD")])
+                                              ("p5-adagrad-sum-restarts", "AdaGrad"),
+                                              ("p5-sgd-weight-decay-after-momentum", "SGD"),
+                                              ("p5-sgd-damped-first-momentum", "SGD"),
+                                              ("p5-sgd-momentum-buffer-restarts", "SGD")])
 def test_an_optimizer_stepped_by_handle_is_named_by_its_trajectory(identifier, kind, diagnoser, tmp_path):
     originals = (torch.optim.SGD.step, torch.optim.Adagrad.__init__, torch._foreach_add_)
     found = diagnoser.diagnose("P5", driven(mistakes.materialize(mutant(identifier), tmp_path / "mutant"), kind), 60)

@@ -40,7 +40,7 @@ def _judge_of_p1() -> psutil.Process | None:
     for child in psutil.Process().children(recursive=True):
         try:
             command = child.cmdline()
-            if "--outcomes" in command and any(a.endswith("test_p1_memory.py") for a in command) and child.children():
+            if "--judge-report" in command and any(a.endswith("test_p1_memory.py") for a in command) and child.children():
                 return child
         except psutil.Error:
             continue

@@ -23,12 +23,12 @@ HIDDEN = KIT / "grader" / "judge" / "hidden"
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory) -> list[dict]:
-    outcomes = tmp_path_factory.mktemp("co") / "outcomes.json"
+    report = tmp_path_factory.mktemp("co") / "judge-report.json"
     run = subprocess.run([sys.executable, "-m", "pytest", str(HIDDEN), "-p", "grader.judge.plugin", "--co", "-q",
                           "-c", str(HIDDEN / "pytest.ini"), "--submission", str(KIT / "solutions"), "--grading-options", IN_PROCESS,
-                          "--outcomes", str(outcomes)], cwd=KIT, capture_output=True, text=True, timeout=300)
+                          "--judge-report", str(report)], cwd=KIT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    return json.loads(outcomes.read_text())["outcomes"]
+    return json.loads(report.read_text())["tests"]
 
 
 def test_points_per_problem_match_the_problem_set(collected):

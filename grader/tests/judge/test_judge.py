@@ -46,26 +46,26 @@ def graded(doctored):
     return grade(doctored, hidden=HIDDEN, call_seconds=3, profile="ci", jobs=2)
 
 
-def outcome(result, name):
+def named(result, name):
     return next(t for t in result.tests if t.nodeid.endswith(f"::{name}"))
 
 
 @pytest.mark.parametrize("name", ["test_pure", "test_probe", "test_raises", "test_after", "test_tensor"])
 def test_every_kind_of_call_is_judged(graded, name):
-    test = outcome(graded, name)
+    test = named(graded, name)
     assert test.status == "passed", test.message
 
 
 @pytest.mark.parametrize("name, why", [("test_spin", "time limit"), ("test_leave", "died"),
                                        ("test_crash", "SIGSEGV")])
 def test_misbehaviour_fails_only_its_own_test(graded, name, why):
-    test = outcome(graded, name)
+    test = named(graded, name)
     assert test.status == "failed" and why in test.message, test.message
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 def test_gpu_tests_are_not_run_and_the_grade_is_provisional(graded):
-    test = outcome(graded, "test_gpu")
+    test = named(graded, "test_gpu")
     assert test.status == "not_run" and "needs a GPU" in test.message
     assert graded.provisional
     assert graded.problems()["P1"].not_run == 1

@@ -38,6 +38,6 @@ def test_the_session_ends_with_pytests_status_after_its_exit_handlers(tmp_path):
 
 
 def test_a_judge_runs_as_a_session_without_pytests_unraisableexception(tmp_path):
-    command = judge_command([HIDDEN / "test_p3_einsum.py"], tmp_path, tmp_path / "outcomes.json", GradingOptions(), 60.0)
+    command = judge_command([HIDDEN / "test_p3_einsum.py"], tmp_path, tmp_path / "judge-report.json", GradingOptions(), 60.0)
     assert command[1:3] == ["-m", "grader.judge.session"]
     assert ["-p", "no:unraisableexception"] in [command[i:i + 2] for i in range(len(command) - 1)]

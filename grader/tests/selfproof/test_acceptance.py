@@ -17,7 +17,7 @@ def graded(*tests: TestResult, error: str = "") -> GradingResult:
     return GradingResult(tests=tests, submission="s", isolation={}, execution_time=1.0, notes=(), error=error)
 
 
-def outcome(problem: str, status: str, points: float = 1, gpu: bool = False) -> TestResult:
+def result_of(problem: str, status: str, points: float = 1, gpu: bool = False) -> TestResult:
     return TestResult(problem=problem, module="m", name=f"{problem}-{status}-{gpu}", points=points, status=status,
                       gpu=gpu)
 
@@ -26,9 +26,9 @@ GPU_MUTANT = next(m for m in mistakes.load() if m.gpu)
 
 
 def test_a_good_runner_passes_every_check():
-    reference = graded(outcome(GPU_MUTANT.problem, "passed"), outcome(GPU_MUTANT.problem, "passed", gpu=True))
-    stubs = graded(outcome(GPU_MUTANT.problem, "failed"), outcome(GPU_MUTANT.problem, "failed", gpu=True))
-    killed = graded(outcome(GPU_MUTANT.problem, "passed"), outcome(GPU_MUTANT.problem, "failed", gpu=True))
+    reference = graded(result_of(GPU_MUTANT.problem, "passed"), result_of(GPU_MUTANT.problem, "passed", gpu=True))
+    stubs = graded(result_of(GPU_MUTANT.problem, "failed"), result_of(GPU_MUTANT.problem, "failed", gpu=True))
+    killed = graded(result_of(GPU_MUTANT.problem, "passed"), result_of(GPU_MUTANT.problem, "failed", gpu=True))
     lines = acceptance.verdicts(reference, stubs, [(GPU_MUTANT, killed)])
     assert all(line.ok for line in lines), lines
 
@@ -42,9 +42,9 @@ def test_a_good_runner_passes_every_check():
 def test_each_failure_is_named(broken, named):
     p = GPU_MUTANT.problem
     gpu_status = {"gpu test not run": "not_run", "reference fails": "failed"}.get(broken, "passed")
-    reference = graded(outcome(p, "passed"), outcome(p, gpu_status, gpu=True))
-    stubs = graded(outcome(p, "passed" if broken == "stub scores" else "failed"), outcome(p, "failed", gpu=True))
-    mutant = graded(outcome(p, "passed"), outcome(p, "passed" if broken == "mutant survives" else "failed", gpu=True))
+    reference = graded(result_of(p, "passed"), result_of(p, gpu_status, gpu=True))
+    stubs = graded(result_of(p, "passed" if broken == "stub scores" else "failed"), result_of(p, "failed", gpu=True))
+    mutant = graded(result_of(p, "passed"), result_of(p, "passed" if broken == "mutant survives" else "failed", gpu=True))
     failed = [line.check for line in acceptance.verdicts(reference, stubs, [(GPU_MUTANT, mutant)]) if not line.ok]
     assert failed == named
 
