@@ -200,8 +200,17 @@ class ProblemTally:
         self.todo: dict[str, None] = {}
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        for item in session.items:
-            match = _TEST_FILE.search(item.nodeid)
+        self.select(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        """Under pytest-xdist (``-n``) the workers collect: each collects the same tests."""
+        if not self.selected:
+            self.select(ids)
+
+    def select(self, ids) -> None:
+        for nodeid in ids:
+            match = _TEST_FILE.search(nodeid)
             if match:
                 self.selected[match.group(1).upper()] += 1
 

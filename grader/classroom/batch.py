@@ -178,6 +178,10 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
                     except Exception as exc:  # the result could not even be written (disk full?): say so, go on
                         data = None
                         errors.append((futures[future].student, f"result not written: {exc}"))
+                    else:
+                        if data is None:  # its grade command was stopped by SIGINT
+                            errors.append((futures[future].student, "its grading was interrupted (SIGINT): no "
+                                                                    "result kept; run the same command again to grade it"))
                     if data is not None:
                         done += 1
                         record = kit_data(data)

@@ -23,6 +23,9 @@ from ..grading.results import GradingResult, regrade_reason, write_json_atomic
 
 RESULTS, LOGS = "results", "logs"
 GRACE_SECONDS = 5.0  # after SIGINT, how long a judge may take to stop its workers before SIGKILL
+# How a grade command stopped by SIGINT ends. Ctrl-C reaches one started at that very moment (still in the
+# batch's process group, between fork and its own session), perhaps before the batch itself has stopped.
+INTERRUPTED = (130, -signal.SIGINT)
 
 
 def recorded_options(options: GradingOptions) -> dict[str, Any]:
@@ -93,7 +96,8 @@ def _log_tail(log: Path) -> str:
 
 def _judge(entry: Entry, out_dir: Path, scratch: Path, options: GradingOptions, command: tuple[str, ...],
            timeout: float, running: Running) -> tuple[dict[str, Any] | None, str, int | None] | None:
-    """Run the grade command on one entry: (results, error, exit code), or None when interrupted."""
+    """Run the grade command on one entry: (results, error, exit code), or None when interrupted (the batch
+    stopping, or the grade command stopped by SIGINT): no result then, and a rerun grades the entry."""
     if len(entry.paths) > 1:
         return None, "more than one entry for this student: " + ", ".join(p.name for p in entry.paths), None
     workdir = Path(tempfile.mkdtemp(prefix="judge-", dir=scratch))
@@ -110,7 +114,7 @@ def _judge(entry: Entry, out_dir: Path, scratch: Path, options: GradingOptions, 
             return None, f"grading took longer than {timeout:g} s and was stopped", None
         finally:
             running.finished(process)
-        if running.stopping.is_set():
+        if running.stopping.is_set() or exit_code in INTERRUPTED:
             return None
         try:
             data = json.loads(results.read_text())

@@ -176,7 +176,7 @@ class Submission:
                             StudentError(f"the worker called back with a malformed request ({exc})"))
             return {"$type": "return", "raised": wire.encode_exception(exc)}
 
-    def outcome(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+    def attempt(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """The value returned, or a ``wire.Raised`` if the student code raised."""
         return self._request("call", describe(target, args, kwargs), timeout, target=target, args=args, kwargs=kwargs)
 
@@ -229,12 +229,12 @@ class Submission:
 
     def call(self, target: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """The value returned; a student exception fails the test with its message."""
-        return self._value(self.outcome(target, *args, timeout=timeout, **kwargs), describe(target, args, kwargs))
+        return self._value(self.attempt(target, *args, timeout=timeout, **kwargs), describe(target, args, kwargs))
 
     def raises(self, exc: type[BaseException], target: str, *args: Any, timeout: float | None = None,
                **kwargs: Any) -> wire.Raised:
         """Expect ``exc`` (or a subclass) to be raised; anything else fails the test."""
-        result = self.outcome(target, *args, timeout=timeout, **kwargs)
+        result = self.attempt(target, *args, timeout=timeout, **kwargs)
         what = describe(target, args, kwargs)
         if not isinstance(result, wire.Raised):
             raise StudentError(f"{what} returned {_show(result)}, expected it to raise {exc.__name__}")
@@ -355,7 +355,7 @@ class Remote:
         what = describe(f"{self}.{method}", args, kwargs)
         return self._request("call_method", what, *args, timeout=timeout, keep=keep, method=method, kwargs=kwargs)
 
-    def outcome(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+    def attempt(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """``obj.method(...)``'s value, or a ``wire.Raised``."""
         return self.owner._request("call_method", describe(f"{self}.{method}", args, kwargs), timeout, args,
                                    kwargs, handle=self.ref.id, method=method)

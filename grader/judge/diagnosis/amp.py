@@ -60,7 +60,7 @@ OBSERVED_BY = {
 
 class InJudge:
     """A variant's ``amp`` module (kit code) driven in the judge as the drivers drive a ``Submission``:
-    ``lib`` builds library objects here, ``outcome`` and ``new`` call the module's functions."""
+    ``lib`` builds library objects here, ``attempt`` and ``new`` call the module's functions."""
 
     def __init__(self, module: ModuleType) -> None:
         self.module = module
@@ -68,8 +68,8 @@ class InJudge:
     def lib(self, target: str, *args: Any, **kwargs: Any) -> Local:
         return JUDGE.lib(target, *args, **kwargs)
 
-    def outcome(self, target: str, *args: Any, **kwargs: Any) -> Any:
-        return probe.outcome(self._function(target), *args, **kwargs)
+    def attempt(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        return probe.attempt(self._function(target), *args, **kwargs)
 
     def new(self, target: str, *args: Any, **kwargs: Any) -> Local:
         """The function's result kept for driving; what it raises fails as the worker's would (StudentError)."""
@@ -94,12 +94,12 @@ def stepped(side: Submission | InJudge, state: dict, x: torch.Tensor, y: torch.T
 
 def trained(side: Submission | InJudge, state: dict, x: torch.Tensor, y: torch.Tensor) -> tuple:
     """What ``train`` gives for each of ``STEP_COUNTS`` on batches (x, y) handed out by a library iterator."""
-    outcomes = []
+    attempts = []
     for steps in STEP_COUNTS:
         trainer = drive.Trainer(side, state)
         get_batch = side.lib("itertools.repeat", drive.held_tuple(side, x, y)).get("__next__", keep=True)
-        outcomes.append(side.outcome("amp.train", trainer.model, get_batch, trainer.loss_fn, trainer.optimizer, steps))
-    return tuple(outcomes)
+        attempts.append(side.attempt("amp.train", trainer.model, get_batch, trainer.loss_fn, trainer.optimizer, steps))
+    return tuple(attempts)
 
 
 def checkpointed(side: Submission | InJudge) -> tuple:
@@ -162,8 +162,8 @@ def _observed(side: Submission | InJudge) -> Signature:
             "scale grows": stepped(side, state, x, y, scaler={**SCALER, "growth_interval": 1})}
     seen: Signature = {name: run[:3] for name, run in runs.items()}
     seen["gradients"] = tuple(run[3] for run in runs.values())
-    seen["bad arguments"] = tuple((probe.raised(outcome), max_param_diff(trainer.parameters(), state) == 0)
-                                  for trainer, _, outcome in drive.refused(side, state, x, y))
+    seen["bad arguments"] = tuple((probe.raised(attempt), max_param_diff(trainer.parameters(), state) == 0)
+                                  for trainer, _, attempt in drive.refused(side, state, x, y))
     seen["train"] = trained(side, state, x, y)
     seen["checkpointed"] = checkpointed(side)
     seen["keeps block inputs only"] = keeps_block_inputs_only(side)

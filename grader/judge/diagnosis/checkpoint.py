@@ -75,13 +75,13 @@ class Student:
         self.saver, self.loader = saver, loader
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
-        return self.saver.outcome("checkpoint.save_checkpoint", *args, **kwargs)
+        return self.saver.attempt("checkpoint.save_checkpoint", *args, **kwargs)
 
     def load(self, *args: Any) -> Any:
-        return self.loader.outcome("checkpoint.load_checkpoint", *args)
+        return self.loader.attempt("checkpoint.load_checkpoint", *args)
 
     def extras(self, src: Handle) -> Any:
-        return self.loader.outcome("checkpoint.load_checkpoint_extras", src)
+        return self.loader.attempt("checkpoint.load_checkpoint_extras", src)
 
     def folder(self) -> Folder:
         return Folder(self.saver, "diagnosis")
@@ -96,13 +96,13 @@ class InJudge:
         self.module = module
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
-        return probe.outcome(self.module.save_checkpoint, *args, **kwargs)
+        return probe.attempt(self.module.save_checkpoint, *args, **kwargs)
 
     def load(self, *args: Any) -> Any:
-        return probe.outcome(self.module.load_checkpoint, *args)
+        return probe.attempt(self.module.load_checkpoint, *args)
 
     def extras(self, src: Handle) -> Any:
-        return probe.outcome(self.module.load_checkpoint_extras, src)
+        return probe.attempt(self.module.load_checkpoint_extras, src)
 
     def folder(self) -> JudgeFolder:
         return JudgeFolder()
@@ -130,12 +130,12 @@ class JudgeFolder:
         return sorted(entry.name for entry in self.root.iterdir())
 
 
-def returned(outcome: Any) -> tuple:
+def returned(attempt: Any) -> tuple:
     """A value as the signature keeps it: its type, and the value itself when it is a plain scalar."""
-    if raised(outcome):
-        return ("raised", raised(outcome))
-    plain = type(outcome) in (bool, int, float, str, type(None))
-    return (type(outcome).__name__, outcome if plain else None)
+    if raised(attempt):
+        return ("raised", raised(attempt))
+    plain = type(attempt) in (bool, int, float, str, type(None))
+    return (type(attempt).__name__, attempt if plain else None)
 
 
 def content(buffer: Handle) -> bytes | None:
@@ -167,13 +167,13 @@ def iteration_kept(data: bytes | None, iteration: float) -> tuple:
                          if type(v) in (int, float) and v == iteration}))
 
 
-def extras_read(outcome: Any) -> tuple:
+def extras_read(attempt: Any) -> tuple:
     """What ``load_checkpoint_extras`` gave back, against ``EXTRAS``."""
-    if raised(outcome):
-        return ("raised", raised(outcome))
-    if same(outcome, EXTRAS):
+    if raised(attempt):
+        return ("raised", raised(attempt))
+    if same(attempt, EXTRAS):
         return ("the extras",)
-    return ("a dict holding them and more",) if checkpoint_file.holds_extras(outcome, EXTRAS) else ("other",)
+    return ("a dict holding them and more",) if checkpoint_file.holds_extras(attempt, EXTRAS) else ("other",)
 
 
 def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Signature:
@@ -183,9 +183,9 @@ def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Sign
     model, optimizer = drive.restore_point(saver, point)
     buffer = saver.lib("io.BytesIO")
     buffer.call("write", PREFIX)
-    outcome = implementation.save(model, optimizer, ITERATION, buffer, **EXTRAS)
-    data = None if raised(outcome) else content(buffer)
-    seen["save"] = (raised(outcome), data is None, held(data, point))
+    attempt = implementation.save(model, optimizer, ITERATION, buffer, **EXTRAS)
+    data = None if raised(attempt) else content(buffer)
+    seen["save"] = (raised(attempt), data is None, held(data, point))
     if data is not None:
         src = loader.lib("io.BytesIO", data)
         src.call("seek", len(PREFIX))
@@ -201,12 +201,12 @@ def signature(implementation: Student | InJudge, point: drive.SavePoint) -> Sign
     iterations, extras = [], []
     for bad in BAD_ITERATIONS:
         buffer = saver.lib("io.BytesIO")
-        outcome = implementation.save(model, optimizer, bad, buffer)
-        iterations.append((raised(outcome),) if raised(outcome) else iteration_kept(content(buffer), bad))
+        attempt = implementation.save(model, optimizer, bad, buffer)
+        iterations.append((raised(attempt),) if raised(attempt) else iteration_kept(content(buffer), bad))
     for make in BAD_EXTRAS.values():
         buffer = saver.lib("io.BytesIO")
-        outcome = implementation.save(model, optimizer, 1, buffer, bad=make(saver))
-        extras.append((raised(outcome), bool(content(buffer))))
+        attempt = implementation.save(model, optimizer, 1, buffer, bad=make(saver))
+        extras.append((raised(attempt), bool(content(buffer))))
     seen["bad iterations"], seen["bad extras"] = tuple(iterations), tuple(extras)
     seen["failed save"] = failed_save(implementation, model, optimizer)
     seen["code-carrying file"] = code_refused(implementation, point)
@@ -229,9 +229,9 @@ def code_refused(implementation: Student | InJudge, point: drive.SavePoint) -> t
     torch.save({"model": point.model, "optimizer": point.optimizer, "iteration": 1, "extra": {"x": code},
                 "extras": {"x": code}, "payload": code}, buffer)
     loader = implementation.loader
-    outcomes = (implementation.load(loader.lib("io.BytesIO", buffer.getvalue()), *drive.build_run(loader, "adamw")),
+    attempts = (implementation.load(loader.lib("io.BytesIO", buffer.getvalue()), *drive.build_run(loader, "adamw")),
                 implementation.extras(loader.lib("io.BytesIO", buffer.getvalue())))
-    return tuple(isinstance(outcome, wire.Raised) and outcome.is_a(pickle.UnpicklingError) for outcome in outcomes)
+    return tuple(isinstance(attempt, wire.Raised) and attempt.is_a(pickle.UnpicklingError) for attempt in attempts)
 
 
 def failed_save(implementation: Student | InJudge, model: Handle, optimizer: Handle) -> tuple:

@@ -2,7 +2,7 @@
 
 A probe is one fixed sequence of calls the judge makes on the student's functions, in fresh workers
 of the submission (``of_student``), and on each known variant's module, IN THE JUDGE (kit code,
-called through ``outcome``). Its ``Signature`` maps each observation's name to what the judge itself
+called through ``attempt``). Its ``Signature`` maps each observation's name to what the judge itself
 observed. A variant is named on a failed test when its signature is the student's (``alike``), the
 reference's is not, and the student's differs from the reference's in an observation that bears on
 that test (``bears_on``).
@@ -22,7 +22,7 @@ Signature = dict[str, Any]  # observation -> what was observed
 UNMEASURED = "unmeasured"  # an observation the judge could not make of this side: evidence of nothing
 
 
-def outcome(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def attempt(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """What ``function`` returned (as it would cross the wire), or the ``wire.Raised`` of what it raised."""
     try:
         return copy(function(*unwrap(args), **unwrap(kwargs)))

@@ -171,7 +171,7 @@ class Trainer:
             corrupt = self.sub.lib("functools.partial", library_function(self.sub, "torch.full_like"),
                                    fill_value=float(poison))
             hook = self.layers[0].get("weight", keep=True).call("register_hook", corrupt, keep=True)
-        result = self.sub.outcome(STEP, self.model, held_tuple(self.sub, x, y), self.loss_fn,
+        result = self.sub.attempt(STEP, self.model, held_tuple(self.sub, x, y), self.loss_fn,
                                   self.optimizer, scaler=self.scaler, precision=precision, max_grad_norm=max_grad_norm)
         if hook is not None:
             hook.call("remove")
@@ -214,7 +214,7 @@ def train(sub: Submission, state: dict[str, torch.Tensor], batches: list, steps:
         calls[0] += 1
         return batches[(calls[0] - 1) % len(batches)]  # crosses to the worker as data
 
-    losses = sub.outcome("amp.train", trainer.model, sub.callback(get_batch), trainer.loss_fn, trainer.optimizer, steps,
+    losses = sub.attempt("amp.train", trainer.model, sub.callback(get_batch), trainer.loss_fn, trainer.optimizer, steps,
                          **options)
     return {"losses": losses, "calls": calls[0], "params": trainer.parameters(), "grads_none": trainer.grads_none()}
 

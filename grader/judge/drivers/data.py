@@ -84,7 +84,7 @@ def save(sub: Submission, tokens: Any, dtype: Any = None, *, existing: bytes | N
         path = folder.write("tokens.bin", existing) if existing is not None else folder.path("tokens.bin")
         target = path if as_str else sub.lib("pathlib.Path", path)
         with file_size_limit(sub, file_limit):
-            result = sub.outcome("data.save_tokens", tokens, target, **_dtype_kwargs(dtype))
+            result = sub.attempt("data.save_tokens", tokens, target, **_dtype_kwargs(dtype))
         return (result if isinstance(result, Raised) else None), folder.files()
 
 
@@ -103,7 +103,7 @@ def load(sub: Submission, content: bytes, dtype: Any = None) -> Loaded:
     """``load_tokens(path[, dtype=dtype])`` of a file the judge wrote holding ``content``."""
     with Folder(sub) as folder:
         path = folder.write("tokens.bin", content)
-        result = sub.outcome("data.load_tokens", path, **_dtype_kwargs(dtype))
+        result = sub.attempt("data.load_tokens", path, **_dtype_kwargs(dtype))
         if isinstance(result, Raised):
             return Loaded(result)
         with holding(sub.new("data.load_tokens", path, **_dtype_kwargs(dtype))) as loaded, \
@@ -245,8 +245,8 @@ def warm_up(sub: Submission) -> None:
     """One small load_tokens and get_batch first, so that one-time costs (imports, allocator pools)
     are not charged to the big file."""
     with Folder(sub) as folder:
-        sub.outcome("data.load_tokens", folder.write("warm.bin", np.arange(4096, dtype=np.uint16).tobytes()))
-        sub.outcome("data.get_batch", np.arange(4096, dtype=np.uint16), 2, 8, "cpu")
+        sub.attempt("data.load_tokens", folder.write("warm.bin", np.arange(4096, dtype=np.uint16).tobytes()))
+        sub.attempt("data.get_batch", np.arange(4096, dtype=np.uint16), 2, 8, "cpu")
 
 
 def load_cost(sub: Submission, size: int) -> tuple[tuple, Cost]:

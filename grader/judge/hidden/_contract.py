@@ -35,7 +35,7 @@ def refused_or_as_for(sub, target: str, args: tuple, like: tuple | None = None,
                       errors: tuple[type[BaseException], ...] = WRONG_TYPE_ERRORS) -> None:
     """``target(*args)`` with an argument of the wrong type raises one of ``errors``, or answers what
     ``target(*like)`` answers (``like``: the same arguments in the right type; None where there is none)."""
-    got = sub.outcome(target, *args)
+    got = sub.attempt(target, *args)
     accepted = " or ".join(error.__name__ for error in errors)
     alternative = f", or the answer to {describe(target, like)}" if like is not None else ""
     what = describe(target, args)
@@ -45,7 +45,7 @@ def refused_or_as_for(sub, target: str, args: tuple, like: tuple | None = None,
         return
     if like is None:
         raise StudentError(f"{what} returned {got!r:.200}, expected it to raise {accepted}")
-    want = sub.outcome(target, *like)
+    want = sub.attempt(target, *like)
     if isinstance(want, wire.Raised) or not same_value(got, want):
         raise StudentError(f"{what} returned {got!r:.200}, expected {accepted}{alternative} "
                            f"({'which raised ' + str(want) if isinstance(want, wire.Raised) else repr(want)[:200]})")
@@ -56,7 +56,7 @@ def answers(sub, target: str, args: tuple, want: Any, kwargs: dict | None = None
     (as a value: ``same_value``) in the same test as the error cases, so a function that always
     raises, whatever its exception's classes, earns no error-path points."""
     what = describe(target, args, kwargs or {})
-    got = sub.outcome(target, *args, **(kwargs or {}))
+    got = sub.attempt(target, *args, **(kwargs or {}))
     if isinstance(got, wire.Raised) or not same_value(got, want):
         raise StudentError(f"{what} {'raised ' if isinstance(got, wire.Raised) else 'returned '}{got!r}, expected "
                            f"{want!r}: a function earns its error-path points only when it also answers a valid call")

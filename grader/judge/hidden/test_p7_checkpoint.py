@@ -87,7 +87,7 @@ def test_iteration_round_trip(sub, fresh, iteration):
     """load_checkpoint returns the saved iteration as an int; bad iterations raise ValueError"""
     model, optimizer = drive.build_run(sub, "sgd_momentum")
     buffer = sub.lib("io.BytesIO")
-    saved = sub.outcome(SAVE, model, optimizer, iteration, buffer)
+    saved = sub.attempt(SAVE, model, optimizer, iteration, buffer)
     written = len(bytes_in(buffer))
     call = f"{SAVE}(model, optimizer, iteration={iteration!r}, BytesIO())"
     valid = math.isfinite(iteration) and iteration >= 0 and float(iteration).is_integer()
@@ -99,7 +99,7 @@ def test_iteration_round_trip(sub, fresh, iteration):
     check_no_raise(saved, call)
     data = bytes_in(buffer)
     check_holds(data, call, iteration=int(iteration))
-    loaded = fresh.sub.outcome(LOAD, fresh.buffer(data), *drive.build_run(fresh.sub, "sgd_momentum"))
+    loaded = fresh.sub.attempt(LOAD, fresh.buffer(data), *drive.build_run(fresh.sub, "sgd_momentum"))
     check_no_raise(loaded, f"{LOAD}(...) after {call}")
     assert type(loaded) is int and loaded == int(iteration), (
         f"{LOAD}(...) after {call} returned {shown(loaded)}, expected the int {int(iteration)}")
@@ -112,10 +112,10 @@ def save_and_reload(sub, fresh, point: drive.SavePoint, scramble: int = 12345) -
     call = f"{SAVE}(model, optimizer, {ITERATION}, path)"
     with Folder(sub, "resume") as folder:
         model, optimizer = drive.restore_point(sub, point)
-        check_no_raise(sub.outcome(SAVE, model, optimizer, ITERATION, folder.path("ckpt.pt")), call)
+        check_no_raise(sub.attempt(SAVE, model, optimizer, ITERATION, folder.path("ckpt.pt")), call)
         data = written(folder, "ckpt.pt", call)
     fresh_model, fresh_optimizer = drive.fresh_run(fresh.sub, point.optimizer_name, scramble)
-    loaded = fresh.sub.outcome(LOAD, fresh.path(data), fresh_model, fresh_optimizer)
+    loaded = fresh.sub.attempt(LOAD, fresh.path(data), fresh_model, fresh_optimizer)
     check_no_raise(loaded, f"{LOAD}(path, fresh_model, fresh_optimizer) in a fresh process")
     return data, loaded, fresh_model, fresh_optimizer
 
@@ -177,7 +177,7 @@ def test_file_objects(sub, fresh):
     buffer = sub.lib("io.BytesIO")
     buffer.call("write", prefix)
     call = f"{SAVE}(model, optimizer, {ITERATION}, buffer, note='kept') on a BytesIO holding {len(prefix)} bytes"
-    check_no_raise(sub.outcome(SAVE, model, optimizer, ITERATION, buffer, note="kept"), call)
+    check_no_raise(sub.attempt(SAVE, model, optimizer, ITERATION, buffer, note="kept"), call)
     assert not buffer.get("closed"), f"{call} closed the buffer, expected it left open (it belongs to the caller)"
     content = bytes_in(buffer)
     assert content[: len(prefix)] == prefix and len(content) > len(prefix), (
@@ -189,7 +189,7 @@ def test_file_objects(sub, fresh):
         handle = sub.lib("builtins.open", folder.path("ckpt.bin"), "wb")
         handle.call("write", prefix)
         call = f"{SAVE}(..., open(path, 'wb') after writing {len(prefix)} bytes, ...)"
-        check_no_raise(sub.outcome(SAVE, model, optimizer, ITERATION, handle, note="kept"), call)
+        check_no_raise(sub.attempt(SAVE, model, optimizer, ITERATION, handle, note="kept"), call)
         handle.call("close")
         on_disk = written(folder, "ckpt.bin", call)
     assert on_disk[: len(prefix)] == prefix and len(on_disk) > len(prefix), (
@@ -201,7 +201,7 @@ def test_file_objects(sub, fresh):
         src.call("seek", len(prefix))
         fresh_model, fresh_optimizer = drive.fresh_run(fresh.sub, "adamw", 5)
         what = f"{LOAD}({source} positioned after the prefix, ...) in a fresh process"
-        iteration = fresh.sub.outcome(LOAD, src, fresh_model, fresh_optimizer)
+        iteration = fresh.sub.attempt(LOAD, src, fresh_model, fresh_optimizer)
         assert iteration == ITERATION, f"{what} returned {shown(iteration)}, expected {ITERATION}"
         bad = checkpoint_file.differing(point.model, drive.model_state(fresh.sub, fresh_model))
         assert not bad, f"{what}: the model entries {bad} differ from the saved model's"
@@ -209,7 +209,7 @@ def test_file_objects(sub, fresh):
             bad = checkpoint_file.differing(point.optimizer_state, drive.optimizer_state(fresh_optimizer))
             assert not bad, f"{what}: the optimizer state entries {bad} differ from the saved optimizer's"
         src.call("seek", len(prefix))
-        extras = fresh.sub.outcome(EXTRAS, src)
+        extras = fresh.sub.attempt(EXTRAS, src)
         assert same(extras, {"note": "kept"}), (
             f"{EXTRAS}(same file object) returned {shown(extras)}, expected {{'note': 'kept'}}")
 
@@ -224,14 +224,14 @@ def test_extras_round_trip(sub, fresh, extra, to_path):
     call = f"{SAVE}(model, optimizer, 1, {target}, **{extra!r:.300})"
     if to_path:
         with Folder(sub, "extras") as folder:
-            check_no_raise(sub.outcome(SAVE, model, optimizer, 1, folder.path("ckpt.pt"), **extra), call)
+            check_no_raise(sub.attempt(SAVE, model, optimizer, 1, folder.path("ckpt.pt"), **extra), call)
             data = written(folder, "ckpt.pt", call)
     else:
         buffer = sub.lib("io.BytesIO")
-        check_no_raise(sub.outcome(SAVE, model, optimizer, 1, buffer, **extra), call)
+        check_no_raise(sub.attempt(SAVE, model, optimizer, 1, buffer, **extra), call)
         data = bytes_in(buffer)
     check_holds(data, call, extras=extra)
-    got = fresh.sub.outcome(EXTRAS, fresh.path(data) if to_path else fresh.buffer(data))
+    got = fresh.sub.attempt(EXTRAS, fresh.path(data) if to_path else fresh.buffer(data))
     assert same(got, extra), (f"{EXTRAS}(...) in a fresh process after {call} returned {got!r:.300}, "
                               "expected the same values with the same types")
 
@@ -262,14 +262,14 @@ def test_unsafe_extras_refused_before_writing(sub):
     with Folder(sub, "refused") as folder:
         path = folder.path("ckpt.pt")
         call = f"{SAVE}(model, optimizer, {ITERATION}, path)"
-        check_no_raise(sub.outcome(SAVE, model, optimizer, ITERATION, path), call)
+        check_no_raise(sub.attempt(SAVE, model, optimizer, ITERATION, path), call)
         before = written(folder, "ckpt.pt", call)
         check_holds(before, call, model=point.model, optimizer=point.optimizer, iteration=ITERATION)
         for label, value in unsafe_extras(sub).items():
             call = f"{SAVE}(..., bad=<{label}>)"
             buffer = sub.lib("io.BytesIO")
             for target, out, kwargs in (("a path", path, {"good": 1.0}), ("a BytesIO", buffer, {})):
-                raised = sub.outcome(SAVE, model, optimizer, 2, out, **kwargs, bad=value)
+                raised = sub.attempt(SAVE, model, optimizer, 2, out, **kwargs, bad=value)
                 assert isinstance(raised, wire.Raised) and raised.is_a(ValueError), (
                     f"{call} to {target} gave {shown(raised)}, expected ValueError: only tensors, Python bool/int/"
                     "float/complex, str, None and lists, tuples and dicts of them (keys included, exact types) "
@@ -288,7 +288,7 @@ def test_failed_save_is_atomic(sub, fresh):
     model, optimizer = drive.build_run(sub, "adamw")
     with Folder(sub, "atomic") as folder:
         path = folder.path("ckpt.pt")
-        check_no_raise(sub.outcome(SAVE, model, optimizer, 1, path), f"{SAVE}(model, optimizer, 1, 'ckpt.pt')")
+        check_no_raise(sub.attempt(SAVE, model, optimizer, 1, path), f"{SAVE}(model, optimizer, 1, 'ckpt.pt')")
         files = folder.listing()
         assert files == ["ckpt.pt"], f"{SAVE}(..., 'ckpt.pt') left {files} in its directory, expected only ['ckpt.pt']"
         before = written(folder, "ckpt.pt", f"{SAVE}(model, optimizer, 1, 'ckpt.pt')")
@@ -298,7 +298,7 @@ def test_failed_save_is_atomic(sub, fresh):
         group.call("__setitem__", "lock", sub.lib("threading.Lock"))
         call = (f"{SAVE}(model, optimizer, 2, 'ckpt.pt') while torch.save fails part-way (the optimizer's state "
                 "holds a threading.Lock, which cannot be pickled)")
-        second = sub.outcome(SAVE, model, optimizer, 2, path)
+        second = sub.attempt(SAVE, model, optimizer, 2, path)
         group.call("pop", "lock")
         assert isinstance(second, wire.Raised), (
             f"{call} returned {shown(second)}, expected the error to propagate (a failed save must not look successful)")
@@ -309,14 +309,14 @@ def test_failed_save_is_atomic(sub, fresh):
         files = folder.listing()
         assert files == ["ckpt.pt"], (
             f"{call} left {files} in the directory, expected only ['ckpt.pt']: remove the temporary file on error")
-        loaded = fresh.sub.outcome(LOAD, fresh.path(after), *drive.build_run(fresh.sub, "adamw"))
+        loaded = fresh.sub.attempt(LOAD, fresh.path(after), *drive.build_run(fresh.sub, "adamw"))
         assert loaded == 1, (f"{LOAD}('ckpt.pt', ...) in a fresh process after the failed save returned "
                              f"{shown(loaded)}, expected 1")
-        third = sub.outcome(SAVE, model, optimizer, 3, path)
+        third = sub.attempt(SAVE, model, optimizer, 3, path)
         check_no_raise(third, f"{SAVE}(model, optimizer, 3, 'ckpt.pt') after the failure")
         files = folder.listing()
         last = written(folder, "ckpt.pt", f"{SAVE}(model, optimizer, 3, 'ckpt.pt')")
-    loaded = fresh.sub.outcome(LOAD, fresh.path(last), *drive.build_run(fresh.sub, "adamw"))
+    loaded = fresh.sub.attempt(LOAD, fresh.path(last), *drive.build_run(fresh.sub, "adamw"))
     assert files == ["ckpt.pt"] and loaded == 3, (
         f"a later successful save left {files} and loads in a fresh process as iteration {shown(loaded)}, "
         "expected ['ckpt.pt'] holding iteration 3")
@@ -328,12 +328,12 @@ def test_checkpoint_carrying_code_is_refused(sub, fresh):
     model, optimizer = drive.build_run(sub, "adamw")
     with Folder(sub, "legit") as folder:
         call = f"{SAVE}(model, optimizer, 1, 'legit.pt', note='ok')"
-        check_no_raise(sub.outcome(SAVE, model, optimizer, 1, folder.path("legit.pt"), note="ok"), call)
+        check_no_raise(sub.attempt(SAVE, model, optimizer, 1, folder.path("legit.pt"), note="ok"), call)
         legit = written(folder, "legit.pt", call)
-    loaded = fresh.sub.outcome(LOAD, fresh.path(legit), *drive.build_run(fresh.sub, "adamw"))
+    loaded = fresh.sub.attempt(LOAD, fresh.path(legit), *drive.build_run(fresh.sub, "adamw"))
     assert loaded == 1, (f"{LOAD}('legit.pt', ...) of an ordinary checkpoint, in a fresh process, returned "
                          f"{shown(loaded)}, expected 1")
-    extras = fresh.sub.outcome(EXTRAS, fresh.path(legit))
+    extras = fresh.sub.attempt(EXTRAS, fresh.path(legit))
     assert same(extras, {"note": "ok"}), (
         f"{EXTRAS}('legit.pt') of an ordinary checkpoint returned {shown(extras)}, expected {{'note': 'ok'}}")
     point = drive.save_point("adamw", warmup=1)
@@ -346,7 +346,7 @@ def test_checkpoint_carrying_code_is_refused(sub, fresh):
             evil = trap.write("evil.pt", hostile.getvalue())
             before = drive.settle(trap)
             run = drive.build_run(sub, "adamw") if loader == "load_checkpoint" else ()
-            result = sub.outcome(f"checkpoint.{loader}", evil, *run)
+            result = sub.attempt(f"checkpoint.{loader}", evil, *run)
             after = trap.snapshot()
         call = f"checkpoint.{loader}('evil.pt', ...) on a file whose unpickling would create a folder"
         trace = "the trace is there" if "pwned" in after[3] else "the trace was hidden"
@@ -375,12 +375,12 @@ def test_cuda_rng_and_model_restored(sub, fresh):
     sub.lib("torch.cuda.set_rng_state", cuda_state)
     buffer = sub.lib("io.BytesIO")
     call = f"{SAVE}(cuda_model, optimizer, {ITERATION}, BytesIO())"
-    check_no_raise(sub.outcome(SAVE, model, optimizer, ITERATION, buffer), call)
+    check_no_raise(sub.attempt(SAVE, model, optimizer, ITERATION, buffer), call)
     data = bytes_in(buffer)
     check_holds(data, call, model=point.model, iteration=ITERATION)
     fresh.sub.lib("torch.cuda.manual_seed_all", 999)
     fresh_model, fresh_optimizer = drive.build_run(fresh.sub, "adamw", device="cuda")
-    iteration = fresh.sub.outcome(LOAD, fresh.buffer(data), fresh_model, fresh_optimizer)
+    iteration = fresh.sub.attempt(LOAD, fresh.buffer(data), fresh_model, fresh_optimizer)
     assert iteration == ITERATION, (
         f"{LOAD}(...) of a CUDA run in a fresh process returned {shown(iteration)}, expected {ITERATION}")
     got = fresh.sub.lib("torch.randn", 16, device="cuda").read()

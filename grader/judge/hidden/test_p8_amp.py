@@ -212,10 +212,10 @@ def test_bad_arguments_raise_value_error(sub, seed, width, n):
     assert close(valid["loss"], oracle_step(state, x, y)[0]), (  # error paths count only beside working code
         f"{drive.STEP}(model, (x, y), mse_loss, SGD) returned loss {valid['loss']!r}, expected {oracle_step(state, x, y)[0]!r}: "
         "a function earns its error-path points only when it also answers a valid call")
-    for trainer, kwargs, outcome in drive.refused(sub, state, x, y):
+    for trainer, kwargs, attempt in drive.refused(sub, state, x, y):
         call = drive.described(trainer, kwargs)
-        assert isinstance(outcome, wire.Raised) and outcome.is_a(ValueError), (
-            f"{call} gave {shown(outcome)}, expected ValueError "
+        assert isinstance(attempt, wire.Raised) and attempt.is_a(ValueError), (
+            f"{call} gave {shown(attempt)}, expected ValueError "
             f"({drive.why_refused(kwargs)})")
         diff = max_param_diff(trainer.parameters(), state)
         assert diff == 0, f"{call} changed the parameters before raising, expected them untouched"

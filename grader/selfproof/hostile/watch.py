@@ -94,7 +94,9 @@ _TEMP_TOPS = {os.path.realpath(p) for p in {tempfile.gettempdir(), "/tmp", "/var
 
 
 def attack_watch(grading: Path, run_root: Path, siblings: set[str], marker: str) -> Watch:
-    kit_skip = frozenset({"__pycache__", ".pytest_cache", ".git", ".mypy_cache", ".ruff_cache"})
+    # Caches of the kit's own tool runs, which other tests may write meanwhile: no grading reads them (a judge
+    # keeps its hypothesis folder in its own working folder).
+    kit_skip = frozenset({"__pycache__", ".pytest_cache", ".hypothesis", ".git", ".mypy_cache", ".ruff_cache"})
     places: list[tuple[Path, int | None, frozenset[str]]] = [
         (KIT_ROOT, None, kit_skip),
         (grading, None, frozenset({str(grading / "tmp"), str(grading / "results" / "results.json")})),

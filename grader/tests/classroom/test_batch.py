@@ -114,6 +114,21 @@ def test_content_hash_follows_content_not_place(tmp_path):
 
 # -- resuming --------------------------------------------------------------------------------------
 
+def test_a_grade_command_stopped_by_sigint_keeps_no_result_and_a_rerun_grades_it(tmp_path, capsys):
+    """Ctrl-C can reach a grade command the batch starts at that very moment, before the batch stops: its
+    exit then is no grading error to keep (a rerun would skip the student), only a result not yet made."""
+    folder = tmp_path / "class"
+    package(KIT / "solutions", folder / "alice")
+    package(KIT / "solutions", folder / "bob", edit={"memory": "# FAKE_SIGINT"})
+    out = tmp_path / "out"
+    assert grade_class(folder, out) == 0
+    assert set(results(out)) == {"alice"}
+    assert "bob: its grading was interrupted (SIGINT)" in capsys.readouterr().err.replace("error ", "")
+    (folder / "bob" / "assignment" / "memory.py").write_text((KIT / "solutions" / "memory.py").read_text())
+    assert grade_class(folder, out) == 0
+    assert results(out)["bob"]["extra_data"]["batch"]["status"] == "graded"
+
+
 def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
     folder = tmp_path / "class"
     for i in range(10):

@@ -41,7 +41,7 @@ def recorded(package: Path, *calls: tuple) -> handle.Recording:
     """The recording of ``calls`` made on ``package`` in process, as the judge records a test."""
     sub = handle.Submission(InProcess(package), package)
     for target, *args in calls:
-        sub.outcome(target, *args)
+        sub.attempt(target, *args)
     return sub.recording
 
 
@@ -162,5 +162,5 @@ def test_an_object_answered_by_value_is_known_by_its_class_whatever_the_package(
     written = Path(__file__).parents[1] / "fixtures" / "blind_mistakes" / "p5_optim_adagrad_eps_unchecked.py"
     (package / "optim.py").write_text((package / "optim.py").read_text() + "\n\n" + written.read_text())
     sub = handle.Submission(InProcess(package), package)
-    assert isinstance(sub.outcome("optim.AdaGrad", [torch.zeros(2)], eps=-1.0), wire.Opaque)
+    assert isinstance(sub.attempt("optim.AdaGrad", [torch.zeros(2)], eps=-1.0), wire.Opaque)
     assert [m.id for m in diagnoser.diagnose("P5", sub.recording, 60)] == ["p5-adagrad-no-eps-validation"]

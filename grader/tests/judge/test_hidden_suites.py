@@ -33,8 +33,8 @@ def collected(tmp_path_factory) -> list[dict]:
 
 def test_points_per_problem_match_the_problem_set(collected):
     points = Counter()
-    for outcome in collected:
-        points[outcome["problem"]] += outcome["points"]
+    for record in collected:
+        points[record["problem"]] += record["points"]
     assert dict(points) == {key: problem.points for key, problem in PROBLEMS.items()}
 
 
