@@ -60,10 +60,10 @@ def why_not_usable() -> str:
     bwrap = executable()
     if bwrap is None:
         return "bubblewrap is not installed"
-    probe = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+    trial = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
              "true"]
     try:
-        ended = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+        ended = subprocess.run(trial, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap does not start ({exc})"
     return "" if ended.returncode == 0 else f"bubblewrap cannot run here ({ended.stderr.strip()[:200]})"

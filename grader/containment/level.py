@@ -26,7 +26,7 @@ def mechanism(confinement: str, filtered: bool, group: cgroup.Cgroup | None) -> 
 
 
 def _namespaces_work() -> str:
-    """Empty when the hand-written namespaces can be made here (probed in a throwaway child)."""
+    """Empty when the hand-written namespaces can be made here (tried in a throwaway child)."""
     import ctypes
     import os
 
@@ -39,7 +39,7 @@ def _namespaces_work() -> str:
 
 
 def host() -> Level:
-    """What a worker started now would get (each mechanism probed, nothing left behind)."""
+    """What a worker started now would get (each mechanism tried, nothing left behind)."""
     lacks = []
     why_not_bwrap = bubblewrap.why_not_usable()
     confinement = "bubblewrap" if not why_not_bwrap else "hand-written namespaces"
