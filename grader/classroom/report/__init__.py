@@ -16,12 +16,13 @@ from pathlib import Path
 from ...grading.results import write_atomic
 from ..gradebook import collect, reviews
 from ..gradebook.records import GradebookError
-from .page import html
 
 
 def main(folders: list[str], *, out: Path, similarity: Path | None = None, roster: Path | None = None,
          overrides: Path | None = None) -> int:
     """Write the page; 0 when written, 2 when refused (nothing written)."""
+    from .page import html  # matplotlib, for the figures: not for every grader command
+
     paths = [Path(f) for f in folders]
     try:
         records, _, _ = collect(paths, roster, overrides)

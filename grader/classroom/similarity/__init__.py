@@ -17,10 +17,8 @@ from pathlib import Path
 
 from ...grading.results import write_atomic
 from ..batch_entries import BatchError
-from .compare import compare
 from .documents import Document, read_class, read_past, stubs
 from .pairs import CSV_NAME, Criteria, SimilarityError, csv_text
-from .page import html
 
 HTML_NAME = "similarity.html"
 
@@ -51,6 +49,9 @@ def run(submissions: Path, out: Path, *, past: list[Path], criteria: Criteria,
         documents, earlier, unreadable = _documents(submissions, past, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    from .compare import compare  # copydetect imports matplotlib: not for every grader command that reads pairs
+    from .page import html
+
     pairs = compare(documents, earlier, stubs(), jobs)
     table, page = csv_text(pairs, criteria), html(pairs, documents + earlier, len(earlier), unreadable, criteria)
     write_atomic(out / CSV_NAME, table.encode())
