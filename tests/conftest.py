@@ -35,7 +35,8 @@ settings.load_profile("public")
 
 MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 PROBLEMS = {f"P{i}": name for i, name in enumerate(MODULES, start=1)}
-_TEST_FILE = re.compile(r"test_(p\d)_")
+_TEST_FILE = re.compile(r"test_(p\d)_\w+\.py")
+HERE = Path(__file__).resolve().parent
 _SECTION = re.compile(r"section '([^']+)'")
 NOT_IMPLEMENTED = "not implemented"
 
@@ -51,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for problem, module in PROBLEMS.items():
         config.addinivalue_line("markers", f"{problem.lower()}: the public tests of {problem} ({module}.py): -m {problem.lower()}")
     config.stash[_IMPL] = _load_package(config.getoption("--impl"))
-    config.pluginmanager.register(ProblemTally(Path(list(config.stash[_IMPL].__path__)[0])), "problem-tally")
+    config.pluginmanager.register(ProblemTally(Path(list(config.stash[_IMPL].__path__)[0]), config.rootpath),
+                                  "problem-tally")
 
 
 _IMPL = pytest.StashKey[ModuleType]()
@@ -106,6 +108,12 @@ def _module_fixture(name: str):
 memory, strides, einsum, flops, optim, data, checkpoint, amp = (_module_fixture(name) for name in MODULES)
 
 
+def problem_of(path: Path) -> str | None:
+    """The problem ("P5") of a public test file; None for any other file (the kit's own tests included)."""
+    match = _TEST_FILE.fullmatch(path.name)
+    return match.group(1).upper() if match and path.resolve().parent == HERE else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with its problem (``-m p5``) and the public names it exercises (``-k get_batch``
     selects every test that calls ``get_batch``, whatever the test is named); skip GPU tests without CUDA."""
@@ -115,11 +123,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     exercised = _Exercised(Path(list(config.stash[_IMPL].__path__)[0])) if config.getoption("keyword") else None
     skip = pytest.mark.skip(reason="not run: needs a GPU (graded on GPU runners)")
     for item in items:
-        match = _TEST_FILE.search(item.nodeid)
-        if match and isinstance(item, pytest.Function):
-            item.add_marker(getattr(pytest.mark, match.group(1)))
+        problem = problem_of(item.path)
+        if problem and isinstance(item, pytest.Function):
+            item.add_marker(getattr(pytest.mark, problem.lower()))
             if exercised is not None:
-                item.extra_keyword_matches.update(exercised(item, PROBLEMS[match.group(1).upper()]))
+                item.extra_keyword_matches.update(exercised(item, PROBLEMS[problem]))
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip)
 
@@ -193,8 +201,8 @@ class ProblemTally:
     handout sections still to do instead.
     """
 
-    def __init__(self, package: Path) -> None:
-        self.package = package
+    def __init__(self, package: Path, root: Path) -> None:
+        self.package, self.root = package, root
         self.counts: Counter = Counter()
         self.selected: Counter = Counter()
         self.todo: dict[str, None] = {}
@@ -210,9 +218,12 @@ class ProblemTally:
 
     def select(self, ids) -> None:
         for nodeid in ids:
-            match = _TEST_FILE.search(nodeid)
-            if match:
-                self.selected[match.group(1).upper()] += 1
+            problem = self.problem(nodeid)
+            if problem:
+                self.selected[problem] += 1
+
+    def problem(self, nodeid: str) -> str | None:
+        return problem_of(self.root / nodeid.split("::")[0])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -229,9 +240,8 @@ class ProblemTally:
         return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        match = _TEST_FILE.search(report.nodeid)
-        if match and (report.when == "call" or (report.when == "setup" and not report.passed)):
-            problem = match.group(1).upper()
+        problem = self.problem(report.nodeid)
+        if problem and (report.when == "call" or (report.when == "setup" and not report.passed)):
             outcome = NOT_IMPLEMENTED if getattr(report, "not_implemented", None) else report.outcome
             self.counts[(problem, "total")] += 1
             self.counts[(problem, outcome)] += 1

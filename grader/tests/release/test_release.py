@@ -116,3 +116,13 @@ def test_release_imports_nothing_windows_lacks(release, tmp_path):
     conftest.write_text(conftest.read_text() + "\n\ndef peak():\n    import resource.foo\n"
                         "    return importlib.import_module('fcntl')\n")
     assert find_posix_only_imports(copy) == ["tests/conftest.py: fcntl", "tests/conftest.py: resource"]
+
+
+def test_a_problem_marker_selects_only_public_tests():
+    """``-m p7`` from the kit's root selects P7's public tests, not a kit test whose file is named alike
+    (``grader/tests/judge/test_p7_files.py``); the table counts the same files."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "tests", "grader/tests/judge/test_p7_files.py", "--impl",
+                          "solutions", "-m", "p7", "--co", "-q", "-p", "no:cacheprovider"],
+                         cwd=KIT, capture_output=True, text=True, timeout=300)
+    selected = [line for line in run.stdout.splitlines() if "::" in line]
+    assert selected and all(line.startswith("tests/test_p7_checkpoint.py::") for line in selected), run.stdout[-2000:]
