@@ -19,12 +19,14 @@ import functools
 import importlib
 import importlib.util
 import sys
+import threading
 import types
 from typing import Any, Callable
 
 NAME = "torch._dynamo"
 ANSWERED = frozenset({"graph_break", "is_compiling", "disable", "config"})
 _import = builtins.__import__
+_loading = threading.RLock()  # a submission's threads may ask for it at once
 
 
 class Deferred(types.ModuleType):
@@ -58,11 +60,6 @@ class Deferred(types.ModuleType):
         return getattr(load_real(), name)
 
 
-def _deferred() -> Deferred | None:
-    module = sys.modules.get(NAME)
-    return module if isinstance(module, Deferred) else None
-
-
 def _importing(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
     """``import``: the real ``torch._dynamo`` first wherever more than ``Deferred`` answers is imported."""
     if level == 0 and (name == NAME and any(item not in ANSWERED for item in fromlist or ())
@@ -82,17 +79,18 @@ def install() -> None:
 
 def load_real() -> types.ModuleType:
     """The real ``torch._dynamo``, imported in place of ``Deferred`` if it stands there."""
-    deferred = _deferred()
-    if deferred is None:
-        return sys.modules[NAME]
     import torch
 
-    if builtins.__import__ is _importing:
-        builtins.__import__ = _import
-    del sys.modules[NAME], torch._dynamo
-    for fn in deferred.answered:
-        fn.__dict__.pop("__dynamo_disable", None)
-    real = importlib.import_module(NAME)
-    if f"{NAME}.config" in sys.modules:  # imported alone for ``Deferred``
-        real.config = sys.modules[f"{NAME}.config"]
-    return real
+    with _loading:
+        deferred = sys.modules.get(NAME)
+        if not isinstance(deferred, Deferred):
+            return importlib.import_module(NAME)
+        if builtins.__import__ is _importing:
+            builtins.__import__ = _import
+        del sys.modules[NAME], torch._dynamo
+        for fn in deferred.answered:
+            fn.__dict__.pop("__dynamo_disable", None)
+        real = importlib.import_module(NAME)
+        if f"{NAME}.config" in sys.modules:  # imported alone for ``Deferred``
+            real.config = sys.modules[f"{NAME}.config"]
+        return real
