@@ -24,6 +24,7 @@ import types
 from typing import Any, Callable
 
 NAME = "torch._dynamo"
+CONFIG = f"{NAME}.config"  # the one submodule imported alone, without the package's __init__
 ANSWERED = frozenset({"graph_break", "is_compiling", "disable", "config"})
 _import = builtins.__import__
 _loading = threading.RLock()  # a submission's threads may ask for it at once
@@ -35,7 +36,7 @@ class Deferred(types.ModuleType):
     def __init__(self) -> None:
         super().__init__(NAME, __doc__)
         spec = importlib.util.find_spec(NAME)
-        self.__path__ = list(spec.submodule_search_locations or []) if spec else []  # for ``config``
+        self.__path__ = list(spec.submodule_search_locations or []) if spec else []  # for CONFIG
         self.answered: list[Callable] = []  # the functions ``disable`` gave themselves back
 
     def graph_break(self) -> None:
@@ -56,14 +57,14 @@ class Deferred(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         if name == "config":
-            return importlib.import_module(f"{NAME}.config")
+            return importlib.import_module(CONFIG)
         return getattr(load_real(), name)
 
 
 def _importing(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
     """``import``: the real ``torch._dynamo`` first wherever more than ``Deferred`` answers is imported."""
     if level == 0 and (name == NAME and any(item not in ANSWERED for item in fromlist or ())
-                       or name.startswith(NAME + ".") and name != f"{NAME}.config"):
+                       or name.startswith(NAME + ".") and name != CONFIG):
         load_real()
     return _import(name, globals, locals, fromlist, level)
 
@@ -91,6 +92,6 @@ def load_real() -> types.ModuleType:
         for fn in deferred.answered:
             fn.__dict__.pop("__dynamo_disable", None)
         real = importlib.import_module(NAME)
-        if f"{NAME}.config" in sys.modules:  # imported alone for ``Deferred``
-            real.config = sys.modules[f"{NAME}.config"]
+        if CONFIG in sys.modules:  # imported alone for ``Deferred``
+            real.config = sys.modules[CONFIG]
         return real
