@@ -62,8 +62,8 @@ from grader import mistakes
 dest = Path(sys.argv[1])
 shutil.copytree(SOLUTIONS, dest / "reference" / "assignment", ignore=shutil.ignore_patterns("__pycache__"))
 shutil.copytree(ASSIGNMENT, dest / "stubs" / "assignment", ignore=shutil.ignore_patterns("__pycache__"))
-gpu = next(m for m in mutants.load() if m.gpu)
-mutants.materialize(gpu, dest / "mutant")
+gpu = next(m for m in mistakes.load() if m.gpu)
+mistakes.materialize(gpu, dest / "mutant")
 print("mutant:", gpu.id)
 EOF
     grader batch "$root/submissions" --out "$root/cpu" --gpu off --jobs 3
