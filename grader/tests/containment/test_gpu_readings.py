@@ -129,3 +129,14 @@ def test_gpu_runner_script_passes_shellcheck():
     done = subprocess.run(["shellcheck", str(KIT_ROOT / "grader" / "bench" / "gpu_runner.sh")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+def test_gpu_runner_class_step_lays_out_its_three_submissions(tmp_path):
+    """The runner's Python (its class step) runs here too: the names it imports from the kit exist."""
+    script = (KIT_ROOT / "grader" / "bench" / "gpu_runner.sh").read_text()
+    program = script.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    done = subprocess.run([sys.executable, "-", str(tmp_path)], input=program, capture_output=True, text=True,
+                          cwd=KIT_ROOT, env={**os.environ, "PYTHONPATH": str(KIT_ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mutant", "reference", "stubs"]
+    assert all((tmp_path / name / "assignment" / "optim.py").is_file() for name in ("mutant", "reference", "stubs"))
