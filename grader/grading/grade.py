@@ -1,9 +1,9 @@
 """``grader grade``: grade one submission with the hidden suites, judged outside student code.
 
 The submission is staged into a private folder; judge sessions (pytest over the hidden suites
-with ``grader.judge.plugin``, one per group of problems, ``--jobs`` at a time) each drive their own
-sandboxed worker. Their reports (``grader.record.JudgeReport``) are merged into one ``GradingResult``, written as
-results.json and shown as a table.
+with ``grader.judge.plugin``, one per group of problems, ``--jobs`` at a time, forked from a warm judge:
+``grading.judges``) each drive their own sandboxed worker. Their reports (``grader.record.JudgeReport``)
+are merged into one ``GradingResult``, written as results.json and shown as a table.
 
 The budget is a wall for the whole grading: each judge session gets the time before it less a
 reserve (``_judge_budget``) and shares that among its problems (``grader.judge.budget``), so that a
@@ -27,6 +27,7 @@ from ..options import OMP_WAIT_POLICY, GradingOptions
 from ..paths import HIDDEN, kit_pythonpath
 from ..problems import PROBLEMS, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
+from . import judges
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
 from ..submission import SubmissionError, stage
 
@@ -93,7 +94,7 @@ def judge_command(files: list[Path], package: Path, report: Path, options: Gradi
     return command
 
 
-def _stop_at(processes: list[subprocess.Popen], deadline: float) -> set[int]:
+def _stop_at(processes: list[judges.Session], deadline: float) -> set[int]:
     """Wait for every process until ``deadline``; kill those still running then. Returns their indexes."""
     stopped = set()
     for index, process in enumerate(processes):
@@ -131,10 +132,7 @@ def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Ru
     sessions = []
     for index, files in enumerate(groups):
         report, log = workdir / f"judge-report-{index}.json", workdir / f"judge-{index}.log"
-        with open(log, "wb") as stream:
-            process = subprocess.Popen(run.command(files, package, report), stdout=stream,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env)
-        sessions.append((process, files, report, log))
+        sessions.append((judges.start(run.command(files, package, report), workdir, log, env), files, report, log))
     try:
         stopped = _stop_at([process for process, *_ in sessions], run.deadline)
     finally:  # Ctrl-C or any error: no judge (and so no worker) outlives this call

@@ -1,0 +1,176 @@
+"""Where judge sessions start: forked from a warm judge (``grader.judge.zygote``) on Linux, or as processes
+of their own where a zygote cannot serve (another system, a zygote that failed).
+
+One zygote per grader process and judge environment, started at the first session and kept for the next
+ones: a grading's sessions, and every grading of a process that grades many (``grader selfcheck``, mutation
+verdicts), skip importing torch, pytest and hypothesis again. A session is a handle with the part of
+``subprocess.Popen`` that grading uses (``wait``, ``poll``, ``kill``, ``returncode``); signals reach a forked
+session through a pidfd, so a pid reused after it ended is never hit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Protocol
+
+SESSION, ZYGOTE = "grader.judge.session", "grader.judge.zygote"
+STOP_SECONDS = 10.0  # a zygote asked to stop, at the grader's exit, waits this long for its sessions
+
+
+class Session(Protocol):
+    returncode: int | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+
+class ZygoteGone(RuntimeError):
+    """The zygote ended (or never started): it can fork no session."""
+
+
+class Forked:
+    """A session forked by a zygote: not this process's child, so the zygote reports how it ended."""
+
+    def __init__(self, pid: int, args: list[str]) -> None:
+        self.pid, self.args, self.returncode = pid, args, None
+        self._ended, self._lock = threading.Event(), threading.Lock()
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:  # ended already; the zygote's report follows
+            self._pidfd = None
+
+    def ended(self, status: int) -> None:
+        with self._lock:
+            self.returncode = status
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+        self._ended.set()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+class Zygote:
+    """One ``grader.judge.zygote`` process and the sessions it forked for this process."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.process = subprocess.Popen([sys.executable, "-m", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=env, cwd="/")
+        self._started: queue.Queue[int | None] = queue.Queue()
+        self._sessions: dict[int, Forked] = {}
+        self._early: dict[int, int] = {}  # sessions that ended before their handle was made
+        self._lock, self._request = threading.Lock(), threading.Lock()
+        self.alive = True
+        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
+
+    def start(self, args: list[str], cwd: Path, log: Path) -> Forked:
+        request = {"argv": args, "cwd": str(cwd), "log": str(log),
+                   "interrupt": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN}
+        with self._request:  # one request at a time: the next "started" line answers it
+            try:
+                self.process.stdin.write((json.dumps(request) + "\n").encode())
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise ZygoteGone("the warm judge has ended") from None
+            pid = self._started.get()
+            if pid is None:
+                raise ZygoteGone("the warm judge has ended")
+            session = Forked(pid, [sys.executable, "-m", SESSION, *args])
+            with self._lock:
+                if pid in self._early:
+                    session.ended(self._early.pop(pid))
+                else:
+                    self._sessions[pid] = session
+        return session
+
+    def stop(self) -> None:
+        """No more sessions: the zygote ends once those running have."""
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in stream:
+            reply = json.loads(line)
+            if "started" in reply:
+                self._started.put(reply["started"])
+                continue
+            with self._lock:
+                session = self._sessions.pop(reply["ended"], None)
+                if session is None:
+                    self._early[reply["ended"]] = reply["status"]
+            if session is not None:
+                session.ended(reply["status"])
+        self.alive = False
+        self._started.put(None)
+        with self._lock:
+            orphans, self._sessions = list(self._sessions.values()), {}
+        for session in orphans:  # killed with the zygote (their parent-death signal)
+            session.kill()
+            session.ended(-signal.SIGKILL)
+        self.process.wait()
+
+
+_zygote: Zygote | None = None
+_choosing = threading.Lock()
+
+
+def _zygote_for(env: dict[str, str]) -> Zygote:
+    """The zygote for ``env``: the current one, or a new one (the old one stops once its sessions end)."""
+    global _zygote
+    with _choosing:
+        if _zygote is None or not _zygote.alive or _zygote.env != env:
+            if _zygote is not None:
+                _zygote.stop()
+            _zygote = Zygote(env)
+        return _zygote
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    if _zygote is not None:
+        _zygote.stop()
+        try:
+            _zygote.process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            _zygote.process.kill()
+
+
+def start(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Session:
+    """Start the judge session ``command`` (``python -m grader.judge.session ARGS``) in ``cwd``, its output
+    to ``log``: forked from this process's zygote for ``env`` where one can serve, else as a process."""
+    if sys.platform == "linux" and command[1:3] == ["-m", SESSION]:
+        try:
+            return _zygote_for(env).start(command[3:], cwd, log)
+        except (ZygoteGone, OSError):
+            pass
+    with open(log, "wb") as stream:
+        return subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
+                                env=env)
