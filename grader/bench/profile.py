@@ -69,7 +69,7 @@ class Sample:
 def process_kind(argv: str) -> str:
     if "-m grader grade" in argv:
         return "grade command"
-    if "-m grader.judge.session" in argv or "-m grader.judge.zygote" in argv or "-m pytest" in argv:
+    if "-m grader.judge.session" in argv or "-m pytest" in argv:
         return "judge"
     if "confine.main()" in argv and "bwrap" not in argv.split(" ", 1)[0]:
         return "worker"

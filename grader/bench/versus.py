@@ -4,11 +4,14 @@ Exports ``--base`` (a git revision of this repository) into a temporary folder, 
 reference with both kits, alternating, ``--rounds`` times each (``python -m grader grade
 solutions --profile ci --gpu auto``, or the ``--profile`` and ``--gpu`` given), and prints each
 run's wall time and CPU-seconds (user + system of its whole process tree, counted by the kernel:
-``cputime``), both medians and their ratios:
+``cputime``), both medians and their ratios. With ``--mutants`` each run is the kill matrix of those
+mutants instead (``grader selfcheck --sections mutants --mutants ... --jobs 2``: many gradings in one
+process, as selfcheck and CI grade):
 
     python -m grader.bench.versus --base 0d7d68c              # all problems, 3 rounds
     python -m grader.bench.versus --base 0d7d68c --problems P5,P6 --rounds 5
     python -m grader.bench.versus --base main --profile grading --gpu off --rounds 2
+    python -m grader.bench.versus --base main --mutants P2,P3 --rounds 1
 """
 
 from __future__ import annotations
@@ -40,31 +43,43 @@ def export(revision: str, dest: Path) -> Path:
     return dest
 
 
-def grade_seconds(tree: TreeCPU, kit: Path, args: argparse.Namespace, out: Path) -> tuple[float, float]:
-    """Wall seconds and CPU-seconds of one ``grade solutions`` run of the kit in ``kit`` (its own
-    code, by PYTHONPATH)."""
-    command = [sys.executable, "-P", "-m", "grader", "grade", str(kit / "solutions"), "--profile", args.profile,
-               "--gpu", args.gpu, "--out", str(out)] + (["--problems", args.problems] if args.problems else [])
+def command(kit: Path, args: argparse.Namespace, out: Path) -> list[str]:
+    """One run of the kit in ``kit``: a grading of its reference, or the kill matrix of ``args.mutants``."""
+    if args.mutants:
+        return [sys.executable, "-P", "-m", "grader", "selfcheck", "--sections", "mutants", "--mutants", args.mutants,
+                "--jobs", "2"]
+    return [sys.executable, "-P", "-m", "grader", "grade", str(kit / "solutions"), "--profile", args.profile,
+            "--gpu", args.gpu, "--out", str(out)] + (["--problems", args.problems] if args.problems else [])
+
+
+def run_seconds(tree: TreeCPU, kit: Path, args: argparse.Namespace, out: Path) -> tuple[float, float]:
+    """Wall seconds and CPU-seconds of one run of the kit in ``kit`` (its own code, by PYTHONPATH)."""
     env = {**os.environ, "PYTHONPATH": str(kit)}
     started, cpu = time.monotonic(), tree.used()
-    run = tree.popen(command, cwd=kit, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    run = tree.popen(command(kit, args, out), cwd=kit, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, errors = run.communicate()
     seconds, cpu = time.monotonic() - started, tree.used() - cpu
     if run.returncode != 0:
-        raise SystemExit(f"grading with the kit in {kit} failed (exit {run.returncode}): {errors[-500:]}")
+        raise SystemExit(f"the run of the kit in {kit} failed (exit {run.returncode}): {errors[-500:]}")
     return seconds, cpu
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git revision to compare with")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--problems", help="e.g. P5,P6 (default: all)")
     parser.add_argument("--profile", choices=PROFILES, default="ci", help="hypothesis profile (default: ci)")
     parser.add_argument("--gpu", choices=GPU_MODES, default="auto")
+    parser.add_argument("--mutants", help="time the kill matrix of these mutant ids or problems instead (e.g. P2,P3)")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     tree = TreeCPU()
     print(f"CPU time (user + sys) counted by {tree.how}; load average {os.getloadavg()[0]:.2f} at the start")
     try:
@@ -73,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             runs: dict[str, list[tuple[float, float]]] = {"base": [], "now": []}
             for round_number in range(args.rounds):
                 for name, kit in (("base", base), ("now", KIT_ROOT)):
-                    runs[name].append(grade_seconds(tree, kit, args, Path(tmp) / f"{name}.json"))
+                    runs[name].append(run_seconds(tree, kit, args, Path(tmp) / f"{name}.json"))
                     wall, cpu = runs[name][-1]
                     print(f"round {round_number + 1}: {name:4} {wall:7.1f} s {cpu:7.1f} CPU-s", flush=True)
     finally:

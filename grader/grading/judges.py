@@ -1,16 +1,18 @@
-"""Where judge sessions start: forked from a warm judge (``grader.judge.zygote``) on Linux, or as processes
-of their own where a zygote cannot serve (another system, a zygote that failed).
+"""Where judge sessions start: as processes of their own, or, inside ``warm()``, forked from a warm judge
+(``grader.judge.zygote``) on Linux.
 
-One zygote per grader process and judge environment, started at the first session and kept for the next
-ones: a grading's sessions, and every grading of a process that grades many (``grader selfcheck``, mutation
-verdicts), skip importing torch, pytest and hypothesis again. A session is a handle with the part of
-``subprocess.Popen`` that grading uses (``wait``, ``poll``, ``kill``, ``returncode``); signals reach a forked
-session through a pidfd, so a pid reused after it ended is never hit.
+A process that grades many submissions (``grader selfcheck``'s kill matrix) grades inside ``warm()``: one
+zygote, started at the first session and stopped at the end, forks every session, which then skips
+importing torch, pytest and hypothesis again (about a CPU-second and a half each). A single grading
+(``grader grade``, a batch's grade commands, Gradescope) starts its sessions as processes: a zygote would
+cost it the same start, and its forked session, copying the pages it writes, more memory beside it.
+Either way a session is a handle with the part of ``subprocess.Popen`` that grading uses (``wait``,
+``poll``, ``kill``, ``returncode``); signals reach a forked session through a pidfd, so a pid reused
+after it ended is never hit; where no zygote can start, sessions start as processes.
 """
-
 from __future__ import annotations
 
-import atexit
+import contextlib
 import json
 import os
 import queue
@@ -19,10 +21,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from collections.abc import Iterator
 from typing import IO, Protocol
 
 SESSION, ZYGOTE = "grader.judge.session", "grader.judge.zygote"
-STOP_SECONDS = 10.0  # a zygote asked to stop, at the grader's exit, waits this long for its sessions
+STOP_SECONDS = 10.0  # a zygote asked to stop is given this long to end (its sessions have ended by then)
 
 
 class Session(Protocol):
@@ -139,13 +142,38 @@ class Zygote:
 
 
 _zygote: Zygote | None = None
+_warm = 0  # how many warm() blocks are open
 _choosing = threading.Lock()
 
 
-def _zygote_for(env: dict[str, str]) -> Zygote:
-    """The zygote for ``env``: the current one, or a new one (the old one stops once its sessions end)."""
+@contextlib.contextmanager
+def warm() -> Iterator[None]:
+    """Within: judge sessions fork from a zygote (one for the whole block; blocks may nest or overlap
+    across threads); at the end of the last open block it stops."""
+    global _warm, _zygote
+    with _choosing:
+        _warm += 1
+    try:
+        yield
+    finally:
+        with _choosing:
+            _warm -= 1
+            done, _zygote = (_zygote, None) if _warm == 0 else (None, _zygote)
+        if done is not None:
+            done.stop()
+            try:
+                done.process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                done.process.kill()
+
+
+def _zygote_for(env: dict[str, str]) -> Zygote | None:
+    """Inside ``warm()``, the zygote for ``env``: the current one, or a new one (the old one stops once its
+    sessions end); None outside."""
     global _zygote
     with _choosing:
+        if not _warm:
+            return None
         if _zygote is None or not _zygote.alive or _zygote.env != env:
             if _zygote is not None:
                 _zygote.stop()
@@ -153,22 +181,14 @@ def _zygote_for(env: dict[str, str]) -> Zygote:
         return _zygote
 
 
-@atexit.register
-def _stop_at_exit() -> None:
-    if _zygote is not None:
-        _zygote.stop()
-        try:
-            _zygote.process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            _zygote.process.kill()
-
-
 def start(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Session:
     """Start the judge session ``command`` (``python -m grader.judge.session ARGS``) in ``cwd``, its output
-    to ``log``: forked from this process's zygote for ``env`` where one can serve, else as a process."""
+    to ``log``: inside ``warm()``, forked from the zygote for ``env`` where one can serve; else as a process."""
     if sys.platform == "linux" and command[1:3] == ["-m", SESSION]:
         try:
-            return _zygote_for(env).start(command[3:], cwd, log)
+            zygote = _zygote_for(env)
+            if zygote is not None:
+                return zygote.start(command[3:], cwd, log)
         except (ZygoteGone, OSError):
             pass
     with open(log, "wb") as stream:

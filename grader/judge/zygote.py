@@ -1,7 +1,7 @@
 """A warm judge: ``python -m grader.judge.zygote`` imports what every judge session needs (torch, numpy,
 pytest, hypothesis, the kit's plugin and drivers, the fingerprints of torch's optimizer modules), then
 forks one session per request. A session then starts in milliseconds instead of importing all of that
-again (about two CPU-seconds a session: ``grading.judges`` keeps one zygote per grader process).
+again (``grading.judges.warm``: for a process that grades many submissions).
 
 Requests come on stdin, one JSON line each: ``{"argv": [...], "cwd": ..., "log": ..., "interrupt": ...}``
 (the arguments of ``grader.judge.session``, the folder it runs in, the file its output goes to, and

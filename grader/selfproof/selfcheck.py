@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import mistakes
+from ..grading import judges
 from ..grading.grade import grade
 from ..paths import ASSIGNMENT, HIDDEN, KIT_ROOT, SOLUTIONS
 from ..problems import MODULES, PROBLEMS, suite_file
@@ -182,12 +183,13 @@ def main(*, jobs: int = 2, full: bool = False, quick: bool = False, mutants: lis
             console.print(f"[red]independence[/]: {line}")
         verdicts["independence"] = not violations
     reference = None
-    if "reference" in wanted or "mutants" in wanted:
-        verdicts["reference"], reference = check_reference(jobs)
-    if "stubs" in wanted:
-        verdicts["stubs"] = check_stubs(jobs)
-    if "mutants" in wanted and reference is not None:
-        verdicts["mutants"] = check_mutants(reference, jobs, full, mutants)
+    with judges.warm():  # some hundred gradings in this process: their judges fork from one warm judge
+        if "reference" in wanted or "mutants" in wanted:
+            verdicts["reference"], reference = check_reference(jobs)
+        if "stubs" in wanted:
+            verdicts["stubs"] = check_stubs(jobs)
+        if "mutants" in wanted and reference is not None:
+            verdicts["mutants"] = check_mutants(reference, jobs, full, mutants)
     if "attacks" in wanted:
         from .hostile import check as attacks
 

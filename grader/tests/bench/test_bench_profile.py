@@ -35,7 +35,6 @@ def test_each_sample_is_put_in_its_innermost_process():
         ("worker", 7), ("judge", 5), ("judge", 3), ("judge", 2), ("judge", 4)]
     assert samples[0].files[-1] == "/tmp/work/_kit/wire.py"
     assert profile.process_kind("/venv/bin/python -m pytest hidden/test_p3.py -p grader.judge.plugin") == "judge"
-    assert profile.process_kind("/venv/bin/python -m grader.judge.zygote") == "judge"  # a session forked by it
 
 
 def test_the_innermost_frame_with_a_phase_decides():

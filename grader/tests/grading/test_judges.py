@@ -41,13 +41,19 @@ def suite(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def warm():
+    with judges.warm():
+        yield
+
+
 def _start(folder: Path, log: str = "log", **env: str) -> judges.Session:
     command = [sys.executable, "-m", judges.SESSION, str(folder / "test_suite.py"), "-q", "-s", "-p", "no:cacheprovider",
                "--rootdir", str(folder)]
     return judges.start(command, folder, folder / log, {**kit_pythonpath(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **env})
 
 
-def test_a_forked_session_ends_with_pytests_status_and_its_output_in_its_log(suite):
+def test_a_forked_session_ends_with_pytests_status_and_its_output_in_its_log(suite, warm):
     session = _start(suite)
     assert isinstance(session, judges.Forked)
     assert session.wait(120) == 1  # pytest's TESTS_FAILED
@@ -56,7 +62,7 @@ def test_a_forked_session_ends_with_pytests_status_and_its_output_in_its_log(sui
     assert f"in {suite}" in log  # run in the folder asked for
 
 
-def test_each_session_draws_fresh_numbers_as_a_new_process_would(suite):
+def test_each_session_draws_fresh_numbers_as_a_new_process_would(suite, warm):
     first, second = _start(suite, "first"), _start(suite, "second")
     assert first.wait(120) == second.wait(120) == 1
     drawn = [next(line for line in (suite / name).read_text().splitlines() if line.startswith("drawn"))
@@ -64,7 +70,7 @@ def test_each_session_draws_fresh_numbers_as_a_new_process_would(suite):
     assert drawn[0] != drawn[1]
 
 
-def test_a_killed_session_ends_by_sigkill(suite):
+def test_a_killed_session_ends_by_sigkill(suite, warm):
     session = _start(suite, KIT_TEST_NAP="60")
     with pytest.raises(subprocess.TimeoutExpired):
         session.wait(1.0)
@@ -74,7 +80,7 @@ def test_a_killed_session_ends_by_sigkill(suite):
     session.kill()  # once ended, a kill reaches nothing
 
 
-def test_a_dead_zygote_takes_its_sessions_and_the_next_session_gets_a_new_one(suite):
+def test_a_dead_zygote_takes_its_sessions_and_the_next_session_gets_a_new_one(suite, warm):
     session = _start(suite, KIT_TEST_NAP="60")
     zygote = judges._zygote
     zygote.process.kill()
@@ -88,9 +94,18 @@ def test_a_dead_zygote_takes_its_sessions_and_the_next_session_gets_a_new_one(su
     assert again.wait(30) == -signal.SIGKILL
 
 
-def test_where_no_zygote_starts_the_session_runs_as_a_process(suite, monkeypatch):
+def test_where_no_zygote_starts_the_session_runs_as_a_process(suite, warm, monkeypatch):
     monkeypatch.setattr(judges, "ZYGOTE", "grader.judge.no_such_module")
     session = _start(suite, KIT_TEST_COLD="1")
     assert isinstance(session, subprocess.Popen)
     assert session.wait(120) == 1
     assert "1 failed, 1 passed" in (suite / "log").read_text()
+
+
+def test_outside_warm_a_session_is_a_process_and_the_zygote_ends_with_the_block(suite):
+    cold = _start(suite)
+    assert isinstance(cold, subprocess.Popen) and cold.wait(120) == 1
+    with judges.warm():
+        assert isinstance(_start(suite), judges.Forked)
+        zygote = judges._zygote
+    assert judges._zygote is None and zygote.process.poll() is not None
