@@ -13,6 +13,7 @@ after it ended is never hit; where no zygote can start, sessions start as proces
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -50,7 +51,7 @@ class Forked:
         self._ended, self._lock = threading.Event(), threading.Lock()
         try:
             self._pidfd: int | None = os.pidfd_open(pid)
-        except ProcessLookupError:  # ended already; the zygote's report follows
+        except OSError:  # ended already (the zygote's report follows), or no descriptor left: kill by pid
             self._pidfd = None
 
     def ended(self, status: int) -> None:
@@ -71,11 +72,15 @@ class Forked:
 
     def kill(self) -> None:
         with self._lock:
-            if self._pidfd is not None:
-                try:
+            if self.returncode is not None:
+                return
+            try:
+                if self._pidfd is not None:
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                else:
+                    os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class Zygote:
@@ -89,7 +94,7 @@ class Zygote:
         self._sessions: dict[int, Forked] = {}
         self._early: dict[int, int] = {}  # sessions that ended before their handle was made
         self._lock, self._request = threading.Lock(), threading.Lock()
-        self.alive = True
+        self.alive, self.served = True, 0
         threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
 
     def start(self, args: list[str], cwd: Path, log: Path) -> Forked:
@@ -104,6 +109,7 @@ class Zygote:
             pid = self._started.get()
             if pid is None:
                 raise ZygoteGone("the warm judge has ended")
+            self.served += 1
             session = Forked(pid, [sys.executable, "-m", SESSION, *args])
             with self._lock:
                 if pid in self._early:
@@ -169,11 +175,13 @@ def warm() -> Iterator[None]:
 
 def _zygote_for(env: dict[str, str]) -> Zygote | None:
     """Inside ``warm()``, the zygote for ``env``: the current one, or a new one (the old one stops once its
-    sessions end); None outside."""
+    sessions end); None outside, or where this block's zygote could not start."""
     global _zygote
     with _choosing:
         if not _warm:
             return None
+        if _zygote is not None and not _zygote.alive and not _zygote.served and _zygote.env == env:
+            return None  # it could not start: this block's sessions start as processes
         if _zygote is None or not _zygote.alive or _zygote.env != env:
             if _zygote is not None:
                 _zygote.stop()
@@ -181,10 +189,22 @@ def _zygote_for(env: dict[str, str]) -> Zygote | None:
         return _zygote
 
 
+@functools.cache
+def _can_fork() -> bool:
+    """Whether sessions can fork here: Linux, with pidfds (kernel 5.3 or later) to follow them by."""
+    if sys.platform != "linux" or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return False
+    return True
+
+
 def start(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Session:
     """Start the judge session ``command`` (``python -m grader.judge.session ARGS``) in ``cwd``, its output
     to ``log``: inside ``warm()``, forked from the zygote for ``env`` where one can serve; else as a process."""
-    if sys.platform == "linux" and command[1:3] == ["-m", SESSION]:
+    if command[1:3] == ["-m", SESSION] and _can_fork():
         try:
             zygote = _zygote_for(env)
             if zygote is not None:

@@ -100,6 +100,15 @@ def test_where_no_zygote_starts_the_session_runs_as_a_process(suite, warm, monke
     assert isinstance(session, subprocess.Popen)
     assert session.wait(120) == 1
     assert "1 failed, 1 passed" in (suite / "log").read_text()
+    failed = judges._zygote
+    assert isinstance(_start(suite, "again", KIT_TEST_COLD="1"), subprocess.Popen)
+    assert judges._zygote is failed  # not started again for every session of the block
+
+
+def test_without_pidfds_sessions_start_as_processes(suite, warm, monkeypatch):
+    monkeypatch.setattr(judges, "_can_fork", lambda: False)
+    session = _start(suite)
+    assert isinstance(session, subprocess.Popen) and session.wait(120) == 1
 
 
 def test_outside_warm_a_session_is_a_process_and_the_zygote_ends_with_the_block(suite):
