@@ -1,5 +1,5 @@
 """Where judge sessions start: as processes of their own, or, inside ``warm()``, forked from a warm judge
-(``grader.judge.zygote``) on Linux.
+(``grader.judge.zygote``) on Linux with pidfds (kernel 5.3 or later).
 
 A process that grades many submissions (``grader selfcheck``'s kill matrix) grades inside ``warm()``: one
 zygote, started at the first session and stopped at the end, forks every session, which then skips
