@@ -114,6 +114,9 @@ class Zygote:
             with self._lock:
                 if pid in self._early:
                     session.ended(self._early.pop(pid))
+                elif not self.alive:  # the zygote died since: so did this session
+                    session.kill()
+                    session.ended(-signal.SIGKILL)
                 else:
                     self._sessions[pid] = session
         return session
@@ -137,9 +140,9 @@ class Zygote:
                     self._early[reply["ended"]] = reply["status"]
             if session is not None:
                 session.ended(reply["status"])
-        self.alive = False
         self._started.put(None)
         with self._lock:
+            self.alive = False
             orphans, self._sessions = list(self._sessions.values()), {}
         for session in orphans:  # killed with the zygote (their parent-death signal)
             session.kill()
