@@ -1,9 +1,13 @@
 """P5's judge-side driver (grader/judge/drivers/optim.py, optim_source.py): the source scan follows computed names and
 the package's own imports,
-mismatch messages locate the difference, and the judge-side adapter returns copies as the wire does."""
+mismatch messages locate the difference, the judge-side adapter returns copies as the wire does, and copydetect
+comes without matplotlib's pyplot."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +159,16 @@ def test_the_judge_side_returns_copies_as_the_wire_does():
     assert torch.equal(parameter.read(), torch.ones(2)) and not value.requires_grad
     state = Local({"buffer": torch.zeros(2)}).call("get", "buffer")
     assert torch.equal(state, torch.zeros(2))
+
+
+def test_copydetect_comes_without_pyplot_until_pyplot_is_used():
+    """The judge imports copydetect for P5 without the matplotlib.pyplot it needs only for HTML reports;
+    pyplot, once used, is the real one."""
+    probe = ("import sys\nimport grader.judge.drivers.optim_source as source\n"
+             "print('matplotlib' in sys.modules, len(source._torch_fingerprints()) > 0)\n"
+             "import copydetect.detector as detector\ndetector.plt.close('all')\n"
+             "print(type(sys.modules['matplotlib.pyplot']).__name__, sys.modules['matplotlib.pyplot'].__file__ is not None)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(KIT), "MPLBACKEND": "Agg"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "module", "True"]
