@@ -3,8 +3,8 @@
 Exports ``--base`` (a git revision of this repository) into a temporary folder, then grades the
 reference with both kits, alternating, ``--rounds`` times each (``python -m grader grade
 solutions --profile ci --gpu auto``, or the ``--profile`` and ``--gpu`` given), and prints each
-run's wall time and CPU-seconds (user + system of its whole process tree, counted by the kernel:
-``cputime``), both medians and their ratios. With ``--mutants`` each run is the kill matrix of those
+run's wall time and CPU-seconds (user + system of its whole process tree, counted by the kernel),
+both medians and their ratios (``alternate``). With ``--mutants`` each run is the kill matrix of those
 mutants instead (``grader selfcheck --sections mutants --mutants ... --jobs 2``: many gradings in one
 process, as selfcheck and CI grade):
 
@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
-from grader.bench.cputime import TreeCPU
+from grader.bench.alternate import Command, alternate
 from grader.options import GPU_MODES, PROFILES
 from grader.paths import KIT_ROOT
 
@@ -52,18 +50,6 @@ def command(kit: Path, args: argparse.Namespace, out: Path) -> list[str]:
             "--gpu", args.gpu, "--out", str(out)] + (["--problems", args.problems] if args.problems else [])
 
 
-def run_seconds(tree: TreeCPU, kit: Path, args: argparse.Namespace, out: Path) -> tuple[float, float]:
-    """Wall seconds and CPU-seconds of one run of the kit in ``kit`` (its own code, by PYTHONPATH)."""
-    env = {**os.environ, "PYTHONPATH": str(kit)}
-    started, cpu = time.monotonic(), tree.used()
-    run = tree.popen(command(kit, args, out), cwd=kit, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, errors = run.communicate()
-    seconds, cpu = time.monotonic() - started, tree.used() - cpu
-    if run.returncode != 0:
-        raise SystemExit(f"the run of the kit in {kit} failed (exit {run.returncode}): {errors[-500:]}")
-    return seconds, cpu
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git revision to compare with")
@@ -80,25 +66,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    tree = TreeCPU()
-    print(f"CPU time (user + sys) counted by {tree.how}; load average {os.getloadavg()[0]:.2f} at the start")
-    try:
-        with tempfile.TemporaryDirectory(prefix="kit-versus-") as tmp:
-            base = export(args.base, Path(tmp) / "base")
-            runs: dict[str, list[tuple[float, float]]] = {"base": [], "now": []}
-            for round_number in range(args.rounds):
-                for name, kit in (("base", base), ("now", KIT_ROOT)):
-                    runs[name].append(run_seconds(tree, kit, args, Path(tmp) / f"{name}.json"))
-                    wall, cpu = runs[name][-1]
-                    print(f"round {round_number + 1}: {name:4} {wall:7.1f} s {cpu:7.1f} CPU-s", flush=True)
-    finally:
-        tree.close()
-    for index, what in ((0, "s"), (1, "CPU-s")):
-        base_median = statistics.median(run[index] for run in runs["base"])
-        now_median = statistics.median(run[index] for run in runs["now"])
-        print(f"median: {args.base} {base_median:.1f} {what}, this kit {now_median:.1f} {what}, "
-              f"ratio {now_median / base_median:.2f}x")
-    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    with tempfile.TemporaryDirectory(prefix="kit-versus-") as tmp:
+        base = export(args.base, Path(tmp) / "base")
+        alternate({name: Command(command(kit, args, Path(tmp) / f"{label}.json"), kit,
+                                 {**os.environ, "PYTHONPATH": str(kit)})
+                   for name, label, kit in ((args.base, "base", base), ("this kit", "now", KIT_ROOT))}, args.rounds)
     return 0
 
 

@@ -1,9 +1,10 @@
 """``grader grade``: grade one submission with the hidden suites, judged outside student code.
 
 The submission is staged into a private folder; judge sessions (pytest over the hidden suites
-with ``grader.judge.plugin``, one per group of problems, ``--jobs`` at a time, forked from a warm judge:
-``grading.judges``) each drive their own sandboxed worker. Their reports (``grader.record.JudgeReport``)
-are merged into one ``GradingResult``, written as results.json and shown as a table.
+with ``grader.judge.plugin``, one per group of problems, ``--jobs`` at a time, started by ``grading.judges``:
+as processes, or forked from a warm judge inside ``judges.warm()``) each drive their own sandboxed
+worker. Their reports (``grader.record.JudgeReport``) are merged into one ``GradingResult``, written as
+results.json and shown as a table.
 
 The budget is a wall for the whole grading: each judge session gets the time before it less a
 reserve (``_judge_budget``) and shares that among its problems (``grader.judge.budget``), so that a
