@@ -14,8 +14,9 @@ ASSIGNMENT = KIT_ROOT / PACKAGE
 
 
 def kit_pythonpath(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default: this process's) with the kit's root first on ``PYTHONPATH``, so that a
-    child ``python -m grader`` or judge imports this kit."""
+    """``environ`` (default: this process's) with the kit's root first on ``PYTHONPATH`` (once, however often
+    applied), so that a child ``python -m grader`` or judge imports this kit."""
     environ = dict(os.environ if environ is None else environ)
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(KIT_ROOT), environ.get("PYTHONPATH")]))
+    others = [path for path in environ.get("PYTHONPATH", "").split(os.pathsep) if path and path != str(KIT_ROOT)]
+    environ["PYTHONPATH"] = os.pathsep.join([str(KIT_ROOT), *others])
     return environ

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from grader.classroom import batch
 from grader.bench.cputime import TreeCPU
-from grader.grading.grade import hidden_suites, judge_command, judge_environment
+from grader.grading.grade import hidden_suites, judge_command
+from grader.grading.judges import judge_environment
 from grader.submission import stage
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT

@@ -9,6 +9,11 @@ every student whose content hash and options match the stored record, so an inte
 batch resumes where it stopped. Whatever goes wrong with one submission (unreadable, crashed
 judge, time limit, unreadable results) becomes an error row; the batch goes on.
 
+The judge sessions of those grade commands fork from one warm judge the batch keeps
+(``grading.judges.warm``) when it grades more than one submission with the grader's own command: they
+skip importing torch, pytest and hypothesis again, and share nothing a submission can touch (no
+submission code runs in a judge). Each submission's workers still start fresh in their sandbox.
+
 ``--shard I/N`` grades the students whose id hashes (SHA-256, first 8 bytes) to I-1 modulo N:
 a student's shard depends only on their id and N, never on who else is in the folder.
 ``OUT/batch.json`` lists the students this run was responsible for, so that the gradebook can
@@ -17,6 +22,7 @@ tell a missing result from an absent student.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -33,6 +39,7 @@ from ..arguments import parse_shard
 from .batch_entries import BatchError, Entry, class_folder, content_hash, shard_of, submissions
 from .batch_judge import LOGS, RESULTS, Running, grade_one, recorded_options
 from ..options import GradingOptions
+from ..grading import judges
 from ..grading.results import GradingResult, kit_data, regrade_reason, write_atomic, write_json_atomic
 
 GRADE_COMMAND = (sys.executable, "-m", "grader", "grade")
@@ -136,7 +143,10 @@ def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] |
             console.print(f"nothing to grade; results in {out / RESULTS}")
             status = 0
         else:
-            status = _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console, started)
+            shared = judges.warm() if len(todo) > 1 and command == GRADE_COMMAND else contextlib.nullcontext()
+            with shared:
+                status = _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console,
+                                    started)
         _write_junit(out, manifest["students"])
         return status
     finally:

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..options import OMP_WAIT_POLICY, GradingOptions
-from ..paths import HIDDEN, kit_pythonpath
+from ..options import GradingOptions
+from ..paths import HIDDEN
 from ..problems import PROBLEMS, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from . import judges
@@ -46,12 +46,6 @@ JUDGE_PLUGINS = ("grader.judge.plugin", "_hypothesis_pytestplugin")
 # warning (student code never runs in the judge) and, as pytest ends, runs the garbage collector five times over
 # torch's objects, about a CPU-second.
 JUDGE_WITHOUT = ("unraisableexception",)
-
-
-def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """A judge's environment: ``environ`` (default: this process's) with the kit first on PYTHONPATH, idle
-    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, and no plugin loaded it does not name."""
-    return {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **kit_pythonpath(environ), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 class GradingError(RuntimeError):
@@ -129,7 +123,7 @@ def _over_budget(files: list[Path]) -> JudgeReport:
 def _run_judges(groups: list[list[Path]], package: Path, workdir: Path, run: _Run) -> list[JudgeReport]:
     """Run one judge session per group, all at once, until the budget wall; returns each session's
     report (fail closed: see ``_session_report``)."""
-    env = judge_environment()
+    env = judges.judge_environment()
     sessions = []
     for index, files in enumerate(groups):
         report, log = workdir / f"judge-report-{index}.json", workdir / f"judge-{index}.log"

@@ -17,15 +17,22 @@ import functools
 import json
 import os
 import queue
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from collections.abc import Iterator
 from typing import IO, Protocol
 
+from ..options import OMP_WAIT_POLICY
+from ..paths import kit_pythonpath
+
 SESSION, ZYGOTE = "grader.judge.session", "grader.judge.zygote"
+SHARED = "KIT_WARM_JUDGE"  # the socket of the warm judge that the gradings a process starts may fork from
 STOP_SECONDS = 10.0  # a zygote asked to stop is given this long to end (its sessions have ended by then)
 
 
@@ -83,32 +90,41 @@ class Forked:
                 pass
 
 
-class Zygote:
-    """One ``grader.judge.zygote`` process and the sessions it forked for this process."""
+class Refused(RuntimeError):
+    """The zygote would not fork this session (another environment, or it is stopping)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.process = subprocess.Popen([sys.executable, "-m", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=env, cwd="/")
-        self._started: queue.Queue[int | None] = queue.Queue()
+
+class Connection:
+    """A connection to a zygote's socket: the sessions started through it, ended as the zygote reports."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.connect(path)
+        except OSError:
+            self.sock.close()
+            raise
+        self._replies: queue.Queue[dict | None] = queue.Queue()
         self._sessions: dict[int, Forked] = {}
         self._early: dict[int, int] = {}  # sessions that ended before their handle was made
         self._lock, self._request = threading.Lock(), threading.Lock()
         self.alive, self.served = True, 0
-        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.sock.makefile("rb"),), daemon=True).start()
 
-    def start(self, args: list[str], cwd: Path, log: Path) -> Forked:
-        request = {"argv": args, "cwd": str(cwd), "log": str(log),
+    def start(self, args: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Forked:
+        request = {"argv": args, "cwd": str(cwd), "log": str(log), "env": env,
                    "interrupt": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN}
-        with self._request:  # one request at a time: the next "started" line answers it
+        with self._request:  # one request at a time: the next "started" or "refused" line answers it
             try:
-                self.process.stdin.write((json.dumps(request) + "\n").encode())
-                self.process.stdin.flush()
-            except (BrokenPipeError, ValueError):
+                self.sock.sendall((json.dumps(request) + "\n").encode())
+            except OSError:
                 raise ZygoteGone("the warm judge has ended") from None
-            pid = self._started.get()
-            if pid is None:
+            reply = self._replies.get()
+            if reply is None:
                 raise ZygoteGone("the warm judge has ended")
+            if "refused" in reply:
+                raise Refused(reply["refused"])
+            pid = reply["started"]
             self.served += 1
             session = Forked(pid, [sys.executable, "-m", SESSION, *args])
             with self._lock:
@@ -121,75 +137,131 @@ class Zygote:
                     self._sessions[pid] = session
         return session
 
-    def stop(self) -> None:
-        """No more sessions: the zygote ends once those running have."""
-        try:
-            self.process.stdin.close()
-        except OSError:
-            pass
+    def close(self) -> None:
+        """Hang up: the zygote kills the sessions of this connection still running."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
     def _read(self, stream: IO[bytes]) -> None:
-        for line in stream:
-            reply = json.loads(line)
-            if "started" in reply:
-                self._started.put(reply["started"])
-                continue
-            with self._lock:
-                session = self._sessions.pop(reply["ended"], None)
-                if session is None:
-                    self._early[reply["ended"]] = reply["status"]
-            if session is not None:
-                session.ended(reply["status"])
-        self._started.put(None)
+        with contextlib.suppress(OSError):
+            for line in stream:
+                reply = json.loads(line)
+                if "ended" not in reply:
+                    self._replies.put(reply)
+                    continue
+                with self._lock:
+                    session = self._sessions.pop(reply["ended"], None)
+                    if session is None:
+                        self._early[reply["ended"]] = reply["status"]
+                if session is not None:
+                    session.ended(reply["status"])
+        self._replies.put(None)
         with self._lock:
             self.alive = False
             orphans, self._sessions = list(self._sessions.values()), {}
-        for session in orphans:  # killed with the zygote (their parent-death signal)
+        for session in orphans:  # killed with the zygote (their parent-death signal) or with this connection
             session.kill()
             session.ended(-signal.SIGKILL)
-        self.process.wait()
+        stream.close()
+        self.sock.close()
+
+
+class Zygote:
+    """A ``grader.judge.zygote`` process this process started, listening at ``path``, and this process's
+    connection to it."""
+
+    def __init__(self, env: dict[str, str], path: str) -> None:
+        self.env = env
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a zygote before this one, which died
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(path)
+            listener.listen(64)
+            self.process = subprocess.Popen([sys.executable, "-m", ZYGOTE, str(listener.fileno())], stdin=subprocess.PIPE,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/",
+                                            pass_fds=(listener.fileno(),))
+            self.connection = Connection(path)  # accepted once the zygote serves; requests wait until then
+
+    @property
+    def alive(self) -> bool:
+        return self.connection.alive
+
+    def stop(self) -> None:
+        """No more sessions: the zygote ends once those running have."""
+        self.connection.close()
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
 
 
 _zygote: Zygote | None = None
+_folder: str | None = None  # the private folder of this process's warm judge's socket, while warm
+_remote: Connection | None = None  # this process's connection to another process's warm judge
+_remote_tried = False
 _warm = 0  # how many warm() blocks are open
 _choosing = threading.Lock()
 
 
+def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A judge's environment: ``environ`` (default: this process's) with the kit first on PYTHONPATH, idle
+    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, no plugin loaded it does not name, and no
+    warm judge's address."""
+    environ = {key: value for key, value in (os.environ if environ is None else environ).items() if key != SHARED}
+    return {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **kit_pythonpath(environ), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
 @contextlib.contextmanager
 def warm() -> Iterator[None]:
-    """Within: judge sessions fork from a zygote (one for the whole block; blocks may nest or overlap
-    across threads); at the end of the last open block it stops."""
-    global _warm, _zygote
+    """Within: judge sessions fork from one zygote, this process's and those of the processes it starts
+    (their gradings find it through ``KIT_WARM_JUDGE``); blocks may nest or overlap across threads; at the
+    end of the last open block it stops. Where sessions cannot fork, this does nothing."""
+    global _warm, _zygote, _folder
     with _choosing:
         _warm += 1
+        if _warm == 1 and _can_fork():
+            _folder = tempfile.mkdtemp(prefix="kit-warm-judge-")  # 0700: only this user may reach the socket
+            path = os.path.join(_folder, "socket")
+            with contextlib.suppress(OSError):
+                _zygote = Zygote(judge_environment(), path)
+                os.environ[SHARED] = path
     try:
         yield
     finally:
         with _choosing:
             _warm -= 1
-            done, _zygote = (_zygote, None) if _warm == 0 else (None, _zygote)
+            done, folder = (_zygote, _folder) if _warm == 0 else (None, None)
+            if _warm == 0:
+                _zygote = _folder = None
+                os.environ.pop(SHARED, None)
         if done is not None:
             done.stop()
             try:
                 done.process.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 done.process.kill()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def _zygote_for(env: dict[str, str]) -> Zygote | None:
-    """Inside ``warm()``, the zygote for ``env``: the current one, or a new one (the old one stops once its
-    sessions end); None outside, or where this block's zygote could not start."""
-    global _zygote
+def _connection_for(env: dict[str, str]) -> Connection | None:
+    """Where a session for ``env`` may fork: inside ``warm()``, this block's zygote for ``env`` (a new one
+    when it differs or died; the old one stops once its sessions end), None where this block's zygote could
+    not start; outside, the warm judge of the process that started this one (``KIT_WARM_JUDGE``), if any."""
+    global _zygote, _remote, _remote_tried
     with _choosing:
         if not _warm:
+            if not _remote_tried and os.environ.get(SHARED):
+                _remote_tried = True  # once: a grading whose warm judge went away starts its sessions as processes
+                _remote = Connection(os.environ[SHARED])
+            return _remote if _remote is not None and _remote.alive else None
+        if _folder is None:
             return None
-        if _zygote is not None and not _zygote.alive and not _zygote.served and _zygote.env == env:
+        if _zygote is not None and not _zygote.alive and not _zygote.connection.served and _zygote.env == env:
             return None  # it could not start: this block's sessions start as processes
         if _zygote is None or not _zygote.alive or _zygote.env != env:
             if _zygote is not None:
                 _zygote.stop()
-            _zygote = Zygote(env)
-        return _zygote
+            _zygote = Zygote(env, os.path.join(_folder, "socket"))
+        return _zygote.connection
 
 
 @functools.cache
@@ -209,10 +281,10 @@ def start(command: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Sess
     to ``log``: inside ``warm()``, forked from the zygote for ``env`` where one can serve; else as a process."""
     if command[1:3] == ["-m", SESSION] and _can_fork():
         try:
-            zygote = _zygote_for(env)
-            if zygote is not None:
-                return zygote.start(command[3:], cwd, log)
-        except (ZygoteGone, OSError):
+            connection = _connection_for(env)
+            if connection is not None:
+                return connection.start(command[3:], cwd, log, env)
+        except (ZygoteGone, Refused, OSError):
             pass
     with open(log, "wb") as stream:
         return subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,

@@ -1,15 +1,20 @@
 """A warm judge: ``python -m grader.judge.zygote`` imports what every judge session needs (torch, numpy,
 pytest, hypothesis, the kit's plugin and drivers, the fingerprints of torch's optimizer modules), then
 forks one session per request. A session then starts in milliseconds instead of importing all of that
-again (``grading.judges.warm``: for a process that grades many submissions).
+again (``grading.judges.warm``: for a process, or a batch of processes, that grades many submissions).
 
-Requests come on stdin, one JSON line each: ``{"argv": [...], "cwd": ..., "log": ..., "interrupt": ...}``
-(the arguments of ``grader.judge.session``, the folder it runs in, the file its output goes to, and
-whether Ctrl-C reaches it, as it would a process started from the grader). Replies go to stdout, one JSON
-line each: ``{"started": PID}`` per request, in order, and ``{"ended": PID, "status": S}`` when that
-session ends (S as ``subprocess.Popen.returncode``: the exit status, or minus the signal that ended it).
-At the end of stdin the zygote waits for its sessions, reports them and exits; a session is killed if the
-zygote dies first. The zygote itself ignores Ctrl-C: its sessions and the grader decide what it stops.
+It serves on the listening Unix socket whose file descriptor is its one argument (bound by whoever
+started it, in a folder only that user may enter). Each connection sends requests, one JSON line each: ``{"argv": [...],
+"cwd": ..., "log": ..., "interrupt": ..., "env": {...}}`` (the arguments of ``grader.judge.session``, the
+folder it runs in, the file its output goes to, whether Ctrl-C reaches it as it would a process started
+from the grader, and the environment it would have had). Replies go back on the same connection, one JSON
+line each: ``{"started": PID}`` or ``{"refused": WHY}`` per request, in order, and ``{"ended": PID,
+"status": S}`` when that session ends (S as ``subprocess.Popen.returncode``: the exit status, or minus the
+signal that ended it). A request whose environment is not the zygote's own is refused (torch and OpenMP
+read theirs as they load, so a session could not take another). A connection that closes takes its
+sessions still running with it (SIGKILL): a grader that died leaves no judge behind. At the end of stdin
+the zygote stops listening, refuses what comes, waits for its sessions and exits; a session is killed if
+the zygote dies first. The zygote itself ignores Ctrl-C: its sessions and the grader decide what it stops.
 
 No submission code runs in a judge (the kit's rule), so a session forked from here shares nothing a
 submission wrote. Its generators are as fresh as a new process's: Python reseeds ``random`` in a forked
@@ -27,6 +32,7 @@ import os
 import pkgutil
 import selectors
 import signal
+import socket
 import sys
 import traceback
 from typing import Any, NoReturn
@@ -80,46 +86,105 @@ def _session(request: dict[str, Any], start_folder: str) -> NoReturn:
     session.end(status)
 
 
-def _reply(**fields: Any) -> None:
-    os.write(1, (json.dumps(fields) + "\n").encode())
+class Connection:
+    """One client: its unread bytes and the sessions it asked for (pid -> pidfd)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.pending, self.sessions = sock, b"", {}
+
+    def reply(self, **fields: Any) -> None:
+        try:
+            self.sock.sendall((json.dumps(fields) + "\n").encode())
+        except OSError:  # the client has gone: its sessions are killed when its end is read
+            pass
 
 
-def serve() -> None:
-    """Fork a session per request line on stdin until it ends, then wait for the sessions still running."""
-    start_folder = os.getcwd()
-    selector = selectors.DefaultSelector()
-    selector.register(0, selectors.EVENT_READ)
-    pending, reading, sessions = b"", True, 0
-    while reading or sessions:
-        for key, _ in selector.select():
-            if key.data is None:
-                chunk = os.read(0, 1 << 16)
-                if not chunk:
-                    reading = False
-                    selector.unregister(0)
-                pending += chunk
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    request = json.loads(line)
-                    pid = os.fork()
-                    if pid == 0:
-                        selector.close()
-                        _session(request, start_folder)
-                    selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
-                    sessions += 1
-                    _reply(started=pid)
+class Server:
+    """The zygote's loop: requests from every connection, sessions ended, the owner's stdin."""
+
+    def __init__(self, listener: socket.socket, environ: dict[str, str]) -> None:
+        self.listener, self.environ, self.start_folder = listener, environ, os.getcwd()
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(0, selectors.EVENT_READ, "owner")
+        self.selector.register(listener, selectors.EVENT_READ, "listener")
+        self.connections: dict[int, Connection] = {}
+        self.ended: dict[int, tuple[int, Connection]] = {}  # pidfd -> (pid, who asked)
+        self.open = True
+
+    def serve(self) -> None:
+        """Until the owner's stdin ends and every session has ended."""
+        while self.open or self.ended:
+            for key, _ in self.selector.select():
+                if key.data == "owner":
+                    if not os.read(0, 1 << 16):
+                        self._close_listener()
+                elif key.data == "listener":
+                    sock, _ = self.listener.accept()
+                    self.connections[sock.fileno()] = Connection(sock)
+                    self.selector.register(sock, selectors.EVENT_READ, "client")
+                elif key.data == "client":
+                    self._read(self.connections[key.fd])
+                else:
+                    self._reap(key.fd)
+
+    def _close_listener(self) -> None:
+        self.open = False
+        self.selector.unregister(0)
+        self.selector.unregister(self.listener)
+        self.listener.close()
+
+    def _read(self, connection: Connection) -> None:
+        chunk = connection.sock.recv(1 << 16)
+        if not chunk:  # the client has gone: so do the sessions it asked for
+            for pidfd in connection.sessions.values():
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            self.selector.unregister(connection.sock)
+            del self.connections[connection.sock.fileno()]
+            connection.sock.close()
+            return
+        connection.pending += chunk
+        while b"\n" in connection.pending:
+            line, connection.pending = connection.pending.split(b"\n", 1)
+            request = json.loads(line)
+            if not self.open:
+                connection.reply(refused="the warm judge is stopping")
+            elif request.get("env") != self.environ:
+                connection.reply(refused="another environment than the warm judge's")
             else:
-                _, status = os.waitpid(key.data, 0)
-                selector.unregister(key.fd)
-                os.close(key.fd)
-                sessions -= 1
-                _reply(ended=key.data, status=os.waitstatus_to_exitcode(status))
+                self._fork(request, connection)
+
+    def _fork(self, request: dict[str, Any], connection: Connection) -> None:
+        pid = os.fork()
+        if pid == 0:
+            self.selector.close()
+            for pidfd in self.ended:
+                os.close(pidfd)
+            for client in self.connections.values():
+                client.sock.close()
+            if self.open:
+                self.listener.close()
+            _session(request, self.start_folder)
+        pidfd = os.pidfd_open(pid)
+        self.selector.register(pidfd, selectors.EVENT_READ, pid)
+        self.ended[pidfd] = pid, connection
+        connection.sessions[pid] = pidfd
+        connection.reply(started=pid)
+
+    def _reap(self, pidfd: int) -> None:
+        pid, connection = self.ended.pop(pidfd)
+        _, status = os.waitpid(pid, 0)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        if connection.sessions.pop(pid, None) is not None and connection.sock.fileno() in self.connections:
+            connection.reply(ended=pid, status=os.waitstatus_to_exitcode(status))
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = socket.socket(fileno=int(sys.argv[1]))
+    environ = dict(os.environ)  # as started: what a session started as a process would have had
     warm()
-    serve()
+    Server(listener, environ).serve()
 
 
 if __name__ == "__main__":

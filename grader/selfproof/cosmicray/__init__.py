@@ -34,16 +34,19 @@ WORK = KIT_ROOT / ".kit-out" / "mutate"
 
 def mutate(problems: list[str], *, work: Path = WORK, sample: int | None = None, seed: int = 0,
            jobs: int = 1) -> list[Outcome]:
-    """Run (or resume) a session per problem; every mutant's outcome."""
+    """Run (or resume) a session per problem; every mutant's outcome. The verdicts' judge sessions fork from
+    one warm judge (``grading.judges.warm``)."""
+    from ...grading import judges
     from .report import outcomes  # the engine comes with the dev extra: import it only when used
     from .session import open_session, run
 
     equivalent = equivalent_list.load()
     found: list[Outcome] = []
-    for problem in problems:
-        session = open_session(problem, work, sample, seed)
-        run(session, jobs)
-        found += outcomes(session, equivalent)
+    with judges.warm():
+        for problem in problems:
+            session = open_session(problem, work, sample, seed)
+            run(session, jobs)
+            found += outcomes(session, equivalent)
     return found
 
 

@@ -14,7 +14,6 @@ session and an unchanged one resumes where it stopped.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import shlex
 import shutil
@@ -33,7 +32,7 @@ from cosmic_ray.work_db import use_db
 from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
 from ...grading.grade import hidden_suites
-from ...paths import KIT_ROOT
+from ...paths import KIT_ROOT, kit_pythonpath
 from ...problems import PROBLEMS
 from ...submission import stage
 from .regions import Eligibility, Identity, identities
@@ -162,14 +161,9 @@ def _fresh_copy(session: Session, index: int) -> Path:
     return folder
 
 
-def _environment() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
-
-
 def _engine(arguments: list[str], cwd: Path) -> None:
     command = [sys.executable, "-m", "cosmic_ray.cli", *arguments]
-    done = subprocess.run(command, cwd=cwd, env=_environment(), capture_output=True, text=True)
+    done = subprocess.run(command, cwd=cwd, env=kit_pythonpath(), capture_output=True, text=True)
     if done.returncode != 0:
         raise MutationError(f"cosmic-ray {arguments[0]} failed (exit {done.returncode}): {done.stderr[-800:]}")
 
@@ -182,7 +176,7 @@ def _http_worker(session: Session, index: int) -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen([sys.executable, "-m", "grader.selfproof.cosmicray.http_worker", str(port)], cwd=folder,
-                               env=_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               env=kit_pythonpath(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(port, process)
         yield f"http://127.0.0.1:{port}"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ...options import GradingOptions
 from ...paths import kit_pythonpath
+from ...grading import judges
 from ...grading.results import GradingResult, TestResult
 from .processes import Reaper
 
@@ -68,7 +69,9 @@ def grade(grading: Path, submission: Path, out: Path, problems: str, options: di
     settings = GradingOptions(problems=tuple(problems.split(",")), profile="ci", **options)
     budget = settings.budget_seconds
     command = [sys.executable, "-m", "grader", "grade", str(submission), "--out", str(out), *settings.to_argv()]
+    # graded as an instructor's grade command is, its judges started cold: never from a warm judge of this check
     env = kit_pythonpath({**os.environ, "TMPDIR": str(grading / "tmp")})
+    env.pop(judges.SHARED, None)
     started = time.monotonic()
     with reaper.lock:
         process = subprocess.Popen(command, cwd=grading, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

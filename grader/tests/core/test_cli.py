@@ -14,7 +14,7 @@ import torch
 from grader.cli import build_parser
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
-from grader.grading.grade import judge_environment
+from grader.grading.judges import judge_environment
 
 
 

@@ -1,20 +1,24 @@
 """Judge sessions forked from the warm judge (grader/grading/judges.py, grader/judge/zygote.py) end as a
 process of their own would: pytest's status, their output in their log, a kill seen as SIGKILL, fresh
 generators; a zygote that dies takes its sessions with it and the next session gets a new one; where no
-zygote can start, the session runs as a process of its own."""
+zygote can start, the session runs as a process of its own. A grading in a process started inside the
+block forks from the same warm judge, its sessions die with its connection, and a session asked for in
+another environment starts as a process."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from grader.grading import judges
-from grader.paths import kit_pythonpath
+from grader.paths import KIT_ROOT, kit_pythonpath
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the warm judge forks on Linux only")
 
@@ -47,10 +51,32 @@ def warm():
         yield
 
 
+def _command(folder: Path, suite: str = "test_suite.py") -> list[str]:
+    return [sys.executable, "-m", judges.SESSION, str(folder / suite), "-q", "-s", "-p", "no:cacheprovider",
+            "--rootdir", str(folder)]
+
+
 def _start(folder: Path, log: str = "log", **env: str) -> judges.Session:
-    command = [sys.executable, "-m", judges.SESSION, str(folder / "test_suite.py"), "-q", "-s", "-p", "no:cacheprovider",
-               "--rootdir", str(folder)]
-    return judges.start(command, folder, folder / log, {**kit_pythonpath(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **env})
+    return judges.start(_command(folder), folder, folder / log, {**kit_pythonpath(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **env})
+
+
+# A grading in another process: starts one session as a grading would, says how it started and its pid.
+GRADING = """
+import sys
+from pathlib import Path
+from grader.grading import judges
+folder, suite = Path(sys.argv[1]), sys.argv[2]
+command = [sys.executable, "-m", judges.SESSION, str(folder / suite), "-q", "-s", "-p", "no:cacheprovider",
+           "--rootdir", str(folder)]
+session = judges.start(command, folder, folder / (suite + ".log"), judges.judge_environment())
+print(type(session).__name__, session.pid, flush=True)
+print("status", session.wait(120), flush=True)
+"""
+
+
+def _grading(folder: Path, suite: str = "test_suite.py", **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", GRADING, str(folder), suite], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **env}, cwd=KIT_ROOT)
 
 
 def test_a_forked_session_ends_with_pytests_status_and_its_output_in_its_log(suite, warm):
@@ -118,3 +144,44 @@ def test_outside_warm_a_session_is_a_process_and_the_zygote_ends_with_the_block(
         assert isinstance(_start(suite), judges.Forked)
         zygote = judges._zygote
     assert judges._zygote is None and zygote.process.poll() is not None
+
+
+NAP = "import time\n\n\ndef test_naps():\n    time.sleep(120)\n"
+
+
+# The remote tests open their block in the test itself: pytest's PYTEST_CURRENT_TEST differs between a
+# fixture's set-up and the test, and a grading in another environment is refused (the test after these).
+
+def test_a_grading_in_a_process_started_inside_the_block_forks_from_the_same_warm_judge(suite):
+    with judges.warm():
+        grading = _grading(suite)
+        out, _ = grading.communicate(timeout=120)
+        assert out.split()[0] == "Forked" and out.splitlines()[-1] == "status 1"
+        assert "1 failed, 1 passed" in (suite / "test_suite.py.log").read_text()
+        assert isinstance(_start(suite), judges.Forked)  # and this process's own sessions still fork
+
+
+def test_a_grading_that_dies_takes_its_forked_sessions_with_it(suite):
+    (suite / "test_nap.py").write_text(NAP)
+    with judges.warm():
+        grading = _grading(suite, "test_nap.py")
+        started = grading.stdout.readline().split()
+        assert started[0] == "Forked"
+        session = psutil.Process(int(started[1]))
+        assert session.ppid() == judges._zygote.process.pid
+        grading.kill()
+        grading.wait()
+        session.wait(30)  # psutil.TimeoutExpired if the session outlived its grading
+
+
+def test_a_grading_in_another_environment_starts_its_session_as_a_process(suite):
+    with judges.warm():
+        grading = _grading(suite, KIT_TEST_ELSEWHERE="1")
+        out, _ = grading.communicate(timeout=120)
+        assert out.split()[0] == "Popen" and out.splitlines()[-1] == "status 1"
+
+
+def test_the_warm_judges_address_reaches_no_judge():
+    assert judges.SHARED not in judges.judge_environment({judges.SHARED: "/somewhere/socket", "PATH": "/bin"})
+    twice = kit_pythonpath(kit_pythonpath({"PYTHONPATH": "/elsewhere"}))
+    assert twice["PYTHONPATH"] == os.pathsep.join([str(KIT_ROOT), "/elsewhere"])  # so a child's judge env is its parent's
