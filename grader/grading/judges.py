@@ -1,14 +1,19 @@
 """Where judge sessions start: as processes of their own, or, inside ``warm()``, forked from a warm judge
 (``grader.judge.zygote``) on Linux with pidfds (kernel 5.3 or later).
 
-A process that grades many submissions (``grader selfcheck``'s kill matrix) grades inside ``warm()``: one
-zygote, started at the first session and stopped at the end, forks every session, which then skips
-importing torch, pytest and hypothesis again (about a CPU-second and a half each). A single grading
-(``grader grade``, a batch's grade commands, Gradescope) starts its sessions as processes: a zygote would
-cost it the same start, and its forked session, copying the pages it writes, more memory beside it.
-Either way a session is a handle with the part of ``subprocess.Popen`` that grading uses (``wait``,
-``poll``, ``kill``, ``returncode``); signals reach a forked session through a pidfd, so a pid reused
-after it ended is never hit; where no zygote can start, sessions start as processes.
+A process that grades many submissions grades inside ``warm()`` (``grader selfcheck``'s kill matrix,
+``grader batch``, ``grader mutate``): one zygote, started with the block and stopped at its end, forks every
+session, which then skips importing torch, pytest and hypothesis again (about a CPU-second and a half
+each). The zygote listens on a Unix socket in a folder only this user may enter; its address, in
+``KIT_WARM_JUDGE``, reaches the processes the block starts (a batch's grade commands, the mutation
+engine's verdicts) and never a judge, so their sessions fork from it too, if their judge environment is
+the zygote's. A single grading (``grader grade`` on its own, Gradescope, the attack check) starts its
+sessions as processes: a zygote would cost it the same start, and its forked session, copying the pages it
+writes, more memory beside it. Either way a session is a handle with the part of ``subprocess.Popen``
+that grading uses (``wait``, ``poll``, ``kill``, ``returncode``); signals reach a forked session through a
+pidfd, so a pid reused after it ended is never hit; a grading that ends takes its forked sessions with it
+(the zygote kills the sessions of a closed connection); where no zygote can serve, sessions start as
+processes.
 """
 from __future__ import annotations
 
@@ -203,9 +208,10 @@ _choosing = threading.Lock()
 
 def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """A judge's environment: ``environ`` (default: this process's) with the kit first on PYTHONPATH, idle
-    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, no plugin loaded it does not name, and no
-    warm judge's address."""
-    environ = {key: value for key, value in (os.environ if environ is None else environ).items() if key != SHARED}
+    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, no plugin loaded it does not name, no warm
+    judge's address, and no test of an outer pytest as its current one (a judge is a pytest run of its own)."""
+    environ = {key: value for key, value in (os.environ if environ is None else environ).items()
+               if key not in (SHARED, "PYTEST_CURRENT_TEST")}
     return {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **kit_pythonpath(environ), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.grading import judges
 from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
@@ -24,6 +25,13 @@ from grader.submission import stage
 pytestmark = pytest.mark.slow
 
 ALTERNATIVES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "alternatives").glob("p*_*.py"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm():
+    """Twenty gradings: their judges fork from one warm judge (what is graded is the same either way)."""
+    with judges.warm():
+        yield
 
 
 def _defined(source: str) -> set[str]:
