@@ -6,6 +6,7 @@ reports ``stride()``, ``is_contiguous()``, ``storage_offset()``, and whether ``v
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -44,6 +45,7 @@ def sizes() -> st.SearchStrategy[int]:
     return st.sampled_from([0, 1, 1, 2, 3, 4, 5])
 
 
+@functools.cache  # one strategy object per bounds: hypothesis validates a new one at its first draw
 def shapes(min_dims: int = 0, max_dims: int = 4) -> st.SearchStrategy[tuple[int, ...]]:
     return st.lists(sizes(), min_size=min_dims, max_size=max_dims).map(tuple)
 

@@ -15,6 +15,7 @@ draws one call of every function and compares it with the old way.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 
 import hypothesis.extra.numpy as hnp
@@ -54,8 +55,13 @@ def head_counts():
 
 def tensors(shape, dtype: torch.dtype):
     """Values in [-4, 4], each element drawn on its own (no constant fill that would hide a transpose)."""
+    return _tensors(tuple(shape), dtype)
+
+
+@functools.cache  # one strategy object per shape and dtype: hypothesis validates a new one at its first draw
+def _tensors(shape: tuple[int, ...], dtype: torch.dtype):
     elements = st.floats(-4, 4, allow_nan=False, allow_subnormal=False, width=32)
-    return hnp.arrays(np.float64, tuple(shape), elements=elements, fill=st.nothing()).map(
+    return hnp.arrays(np.float64, shape, elements=elements, fill=st.nothing()).map(
         lambda array: torch.from_numpy(array).to(dtype))
 
 
@@ -356,7 +362,10 @@ class FormCheck:
 
 def form_check(sub) -> FormCheck:
     assert sub.source("einsum").strip(), "einsum.py is missing or empty"
-    return FormCheck.of(sub.source_dir)
+    return _form_check_of(sub.source_dir)
+
+
+_form_check_of = scan.per_content(FormCheck.of)  # parsed once per content, not in every example
 
 
 def work_calls(draw) -> dict[str, tuple]:
