@@ -25,6 +25,7 @@ OpenMP's threads have started is unsafe).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import json
@@ -134,10 +135,14 @@ class Server:
         self.listener.close()
 
     def _read(self, connection: Connection) -> None:
-        chunk = connection.sock.recv(1 << 16)
+        try:
+            chunk = connection.sock.recv(1 << 16)
+        except OSError:  # reset: the client went with replies unread
+            chunk = b""
         if not chunk:  # the client has gone: so do the sessions it asked for
             for pidfd in connection.sessions.values():
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # ended already, not yet reaped
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             self.selector.unregister(connection.sock)
             del self.connections[connection.sock.fileno()]
             connection.sock.close()

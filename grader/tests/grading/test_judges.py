@@ -2,13 +2,16 @@
 process of their own would: pytest's status, their output in their log, a kill seen as SIGKILL, fresh
 generators; a zygote that dies takes its sessions with it and the next session gets a new one; where no
 zygote can start, the session runs as a process of its own. A grading in a process started inside the
-block forks from the same warm judge, its sessions die with its connection, and a session asked for in
-another environment starts as a process."""
+block forks from the same warm judge, its sessions die with its connection (even one reset with replies
+unread, which leaves the warm judge serving), and a session asked for in another environment starts as a
+process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -183,3 +186,21 @@ def test_the_warm_judges_address_reaches_no_judge():
     assert judges.judge_environment(outer).keys() == judges.judge_environment({"PATH": "/bin"}).keys()
     twice = kit_pythonpath(kit_pythonpath({"PYTHONPATH": "/elsewhere"}))
     assert twice["PYTHONPATH"] == os.pathsep.join([str(KIT_ROOT), "/elsewhere"])  # so a child's judge env is its parent's
+
+
+def test_a_client_gone_with_replies_unread_leaves_the_warm_judge_serving(suite):
+    """Its socket is reset rather than closed: the warm judge drops that client and serves the next."""
+    with judges.warm():
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(os.environ[judges.SHARED])
+        request = {"argv": _command(suite)[3:], "cwd": str(suite), "log": str(suite / "unread"),
+                   "env": judges.judge_environment(), "interrupt": False}
+        client.sendall((json.dumps(request) + "\n").encode())
+        deadline = time.monotonic() + 120
+        log = suite / "unread"
+        while not (log.exists() and "1 failed" in log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # its "ended" reply sent, and never read
+        client.close()
+        session = judges.start(_command(suite), suite, suite / "next", judges.judge_environment())
+        assert isinstance(session, judges.Forked) and session.wait(120) == 1
