@@ -87,11 +87,11 @@ def _session(request: dict[str, Any], start_folder: str) -> NoReturn:
     session.end(status)
 
 
-class Connection:
-    """One client: its unread bytes and the sessions it asked for (pid -> pidfd)."""
+class Client:
+    """One connection to the zygote and its unread bytes."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.pending, self.sessions = sock, b"", {}
+        self.sock, self.pending = sock, b""
 
     def reply(self, **fields: Any) -> None:
         try:
@@ -108,23 +108,23 @@ class Server:
         self.selector = selectors.DefaultSelector()
         self.selector.register(0, selectors.EVENT_READ, "owner")
         self.selector.register(listener, selectors.EVENT_READ, "listener")
-        self.connections: dict[int, Connection] = {}
-        self.ended: dict[int, tuple[int, Connection]] = {}  # pidfd -> (pid, who asked)
+        self.clients: dict[int, Client] = {}  # by their socket's descriptor
+        self.running: dict[int, tuple[int, Client]] = {}  # the sessions: pidfd -> (pid, who asked for it)
         self.open = True
 
     def serve(self) -> None:
         """Until the owner's stdin ends and every session has ended."""
-        while self.open or self.ended:
+        while self.open or self.running:
             for key, _ in self.selector.select():
                 if key.data == "owner":
                     if not os.read(0, 1 << 16):
                         self._close_listener()
                 elif key.data == "listener":
                     sock, _ = self.listener.accept()
-                    self.connections[sock.fileno()] = Connection(sock)
+                    self.clients[sock.fileno()] = Client(sock)
                     self.selector.register(sock, selectors.EVENT_READ, "client")
                 elif key.data == "client":
-                    self._read(self.connections[key.fd])
+                    self._read(self.clients[key.fd])
                 else:
                     self._reap(key.fd)
 
@@ -134,54 +134,54 @@ class Server:
         self.selector.unregister(self.listener)
         self.listener.close()
 
-    def _read(self, connection: Connection) -> None:
+    def _read(self, client: Client) -> None:
         try:
-            chunk = connection.sock.recv(1 << 16)
+            chunk = client.sock.recv(1 << 16)
         except OSError:  # reset: the client went with replies unread
             chunk = b""
         if not chunk:  # the client has gone: so do the sessions it asked for
-            for pidfd in connection.sessions.values():
-                with contextlib.suppress(ProcessLookupError):  # ended already, not yet reaped
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            self.selector.unregister(connection.sock)
-            del self.connections[connection.sock.fileno()]
-            connection.sock.close()
+            for pidfd, (_, asker) in self.running.items():
+                if asker is client:
+                    with contextlib.suppress(ProcessLookupError):  # ended already, not yet reaped
+                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            self.selector.unregister(client.sock)
+            del self.clients[client.sock.fileno()]
+            client.sock.close()
             return
-        connection.pending += chunk
-        while b"\n" in connection.pending:
-            line, connection.pending = connection.pending.split(b"\n", 1)
+        client.pending += chunk
+        while b"\n" in client.pending:
+            line, client.pending = client.pending.split(b"\n", 1)
             request = json.loads(line)
             if not self.open:
-                connection.reply(refused="the warm judge is stopping")
+                client.reply(refused="the warm judge is stopping")
             elif request.get("env") != self.environ:
-                connection.reply(refused="another environment than the warm judge's")
+                client.reply(refused="another environment than the warm judge's")
             else:
-                self._fork(request, connection)
+                self._fork(request, client)
 
-    def _fork(self, request: dict[str, Any], connection: Connection) -> None:
+    def _fork(self, request: dict[str, Any], client: Client) -> None:
         pid = os.fork()
         if pid == 0:
             self.selector.close()
-            for pidfd in self.ended:
+            for pidfd in self.running:
                 os.close(pidfd)
-            for client in self.connections.values():
-                client.sock.close()
+            for other in self.clients.values():
+                other.sock.close()
             if self.open:
                 self.listener.close()
             _session(request, self.start_folder)
         pidfd = os.pidfd_open(pid)
         self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.ended[pidfd] = pid, connection
-        connection.sessions[pid] = pidfd
-        connection.reply(started=pid)
+        self.running[pidfd] = pid, client
+        client.reply(started=pid)
 
     def _reap(self, pidfd: int) -> None:
-        pid, connection = self.ended.pop(pidfd)
+        pid, client = self.running.pop(pidfd)
         _, status = os.waitpid(pid, 0)
         self.selector.unregister(pidfd)
         os.close(pidfd)
-        if connection.sessions.pop(pid, None) is not None and connection.sock.fileno() in self.connections:
-            connection.reply(ended=pid, status=os.waitstatus_to_exitcode(status))
+        if client.sock.fileno() != -1:  # still connected (a closed socket has no descriptor)
+            client.reply(ended=pid, status=os.waitstatus_to_exitcode(status))
 
 
 def main() -> None:

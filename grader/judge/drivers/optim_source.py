@@ -144,7 +144,6 @@ def shortcuts(text: str, file: str = "optim.py") -> list[scan.Finding]:
 
 
 @functools.lru_cache(maxsize=8)
-@scan.per_content
 def source_findings(folder: Path) -> tuple[scan.Finding, ...]:
     """P5's rule on the submission in ``folder``: no module of it (imported or not) a near copy of torch's
     optimizer modules, and none of the shortcuts the scan names in optim.py and every module it imports."""

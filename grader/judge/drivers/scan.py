@@ -13,18 +13,13 @@ Everything here reads the judge's own copy of the submitted files; nothing runs 
 - ``package``: a module of the submission and every module of the package it imports,
   transitively (``__init__.py`` included: importing any module of the package runs it; or only
   where the module takes names from the package itself).
-- ``per_content``: a rule over a folder, worked out once per content of its Python files (a judge asks
-  again in every test; the files it reads are its own copy, which nothing writes while it grades).
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from ...paths import PACKAGE
 
@@ -50,7 +45,6 @@ DYNAMIC_ATTRIBUTES = frozenset({"_getframe", "f_back", "f_globals", "f_locals", 
                                 "__reduce_ex__", "attrgetter", "methodcaller", "_import_dotted_name", "runctx",
                                 "runcall"})
 _GETTERS = ("getattr", "hasattr")
-T = TypeVar("T")
 _TEXT_METHODS = {"upper", "lower", "strip", "title", "capitalize", "casefold"}
 
 
@@ -333,18 +327,3 @@ def _top_level_names(tree: ast.Module) -> set[str]:
         else:
             names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return names
-
-
-def per_content(rule: Callable[[Path], T]) -> Callable[[Path], T]:
-    """``rule(folder)``, worked out again only when the folder or the content of a Python file in it differs
-    from a recent call (every file is still read on each call); what it returns must not be changed."""
-    @functools.lru_cache(maxsize=8)
-    def worked_out(folder: Path, content: tuple[tuple[str, bytes], ...]) -> T:
-        return rule(folder)
-
-    @functools.wraps(rule)
-    def checked(folder: Path) -> T:
-        folder = Path(folder)
-        return worked_out(folder, tuple((path.as_posix(), path.read_bytes()) for path in sorted(folder.rglob("*.py"))))
-
-    return checked

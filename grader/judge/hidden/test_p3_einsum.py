@@ -365,7 +365,7 @@ def form_check(sub) -> FormCheck:
     return _form_check_of(sub.source_dir)
 
 
-_form_check_of = scan.per_content(FormCheck.of)  # parsed once per content, not in every example
+_form_check_of = functools.lru_cache(maxsize=8)(FormCheck.of)  # parsed once per folder, as P5's source rule is
 
 
 def work_calls(draw) -> dict[str, tuple]:

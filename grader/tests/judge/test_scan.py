@@ -87,21 +87,3 @@ def test_a_package_module_that_does_not_parse_is_a_finding(tmp_path):
     sources, problems = scan.package(tmp_path, "optim")
     assert [s.file for s in sources] == ["optim.py", "__init__.py"]
     assert [(p.file, p.what.split(" (")[0]) for p in problems] == [("_broken.py", "does not parse")]
-
-
-def test_a_rule_per_content_is_worked_out_again_only_when_a_file_changes(tmp_path):
-    calls = []
-
-    @scan.per_content
-    def rule(folder):
-        calls.append(folder)
-        return tuple(sorted(p.name for p in folder.glob("*.py")))
-
-    (tmp_path / "optim.py").write_text("x = 1\n")
-    assert rule(tmp_path) == rule(tmp_path) == ("optim.py",) and len(calls) == 1
-    (tmp_path / "optim.py").write_text("x = 2\n")  # same files, new content
-    rule(tmp_path)
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "helper.py").write_text("")  # a module further down
-    rule(tmp_path)
-    assert len(calls) == 3
