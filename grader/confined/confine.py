@@ -73,11 +73,16 @@ def _enter_namespaces() -> str:
 
 # -- identity and limits ------------------------------------------------------------------------
 
-def _drop_capabilities() -> None:
-    """Give up every capability held in the user namespace (no remounting, no unmounting)."""
+def _drop_bounding_set() -> None:
+    """No capability can be gained again, by any program this process runs."""
     for cap in range(64):
         if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: no such cap
             break
+
+
+def _drop_capabilities() -> None:
+    """Give up every capability held in the user namespace (no remounting, no unmounting)."""
+    _drop_bounding_set()
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)
     data = (ctypes.c_uint32 * 6)()
     check(syscall("capset", header, data), "capset")
@@ -115,7 +120,7 @@ def _become_worker(config: WorkerConfig, how: str, parent_alive: int) -> dict[st
     return obtained
 
 
-def _wait_and_mirror(child: int) -> None:
+def wait_and_mirror(child: int) -> None:
     """The parent outside the PID namespace: wait for the worker, then end the same way."""
     _, status = os.waitpid(child, 0)
     if os.WIFSIGNALED(status):
@@ -223,7 +228,7 @@ def _by_hand(config: WorkerConfig, parent: int) -> dict[str, str]:
         os.close(alive_r)
         for fd in (config.request_fd, config.response_fd):
             os.close(fd)
-        _wait_and_mirror(child)
+        wait_and_mirror(child)
     os.close(alive_w)
     return _become_worker(config, how, alive_r)
 
@@ -257,6 +262,32 @@ def confine(config: WorkerConfig) -> dict[str, str]:
         _die_with(parent)
     else:
         obtained = _by_hand(config, parent)
+    return _finish(config, obtained, program)
+
+
+def forked(config: WorkerConfig, program: bytes, go: int) -> dict[str, str]:
+    """A worker forked by the warm template (``template.py``) into the namespaces and root of a sandbox
+    bubblewrap built, still root: once its parent says so on ``go`` (it is in its cgroup), made what
+    bubblewrap and ``_bubblewrapped`` make of a cold worker (a new session, death with its parent, no
+    capability left in its bounding set, the dedicated uid, the working copy, the limits, the syscall
+    filter); returns what was obtained."""
+    os.setsid()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.read(go, 1) != b"g":  # end of file: the parent died (before the signal was armed, or placing it)
+        os._exit(1)
+    os.close(go)
+    numbers.update(config.syscall_numbers)
+    os.umask(0o022)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _drop_bounding_set()
+    obtained = _bubblewrapped(config)
+    obtained["processes"] += "; forked from a warm template that imported torch, numpy and einops"
+    return _finish(config, obtained, program)
+
+
+def _finish(config: WorkerConfig, obtained: dict[str, str], program: bytes) -> dict[str, str]:
+    """The last steps of every confinement: its identity, then the syscall filter (``program``, where this
+    process loads it); ``obtained`` completed."""
     obtained["limits"] = (f"wall clock per call, files {config.file_bytes >> 20} MiB, output captured and "
                           f"truncated")
     if config.covers:

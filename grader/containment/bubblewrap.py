@@ -78,13 +78,16 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def command(config: WorkerConfig, *, seccomp_fd: int | None) -> list[str]:
-    """``bwrap`` and its options, up to (not including) the command it runs."""
+def command(config: WorkerConfig, *, seccomp_fd: int | None, holder: bool = False) -> list[str]:
+    """``bwrap`` and its options, up to (not including) the command it runs. ``holder`` (as root): the
+    command only holds the sandbox for a worker forked into it (``grader.containment.template``), and
+    keeps no capability."""
     bwrap = executable()
     args = [bwrap, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if os.geteuid() == 0:
-        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_DAC_READ_SEARCH"]
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        if not holder:
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_DAC_READ_SEARCH"]
     else:
         args += ["--unshare-all", "--unshare-user"] + (["--disable-userns"] if _disables_userns(bwrap) else [])
     size = str(config.disk_bytes)
@@ -121,7 +124,7 @@ def command(config: WorkerConfig, *, seccomp_fd: int | None) -> list[str]:
         args += ["--ro-bind", "/sys", "/sys"]
     args += ["--size", size, "--perms", "1777", "--tmpfs", "/dev/shm", "--ro-bind", config.workdir, SOURCE,
              "--bind", os.path.join(config.workdir, EXCHANGE), SHARED, "--symlink", "../tmp", "/var/tmp",
-             "--chdir", SOURCE]
+             "--chdir", "/" if holder else SOURCE]  # the holder may not enter the working copy (the worker's uid's)
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     return args

@@ -9,6 +9,7 @@ host gives one, and hands back the running process with the judge's ends of its 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -18,9 +19,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from ..confined.config import Withheld, WorkerConfig
-from . import bubblewrap, syscalls, tree, uids
+from ..forks import Forked, Refused, ZygoteGone
+from . import bubblewrap, syscalls, template, tree, uids
 from . import cgroup as cgroups
 from ..paths import GRADER, PACKAGE
 from .limits import Limits, environment, interpreter_paths
@@ -37,13 +40,15 @@ SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
 class Launched:
     """A started worker process and what the judge holds of it."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen | Forked  # forked: the template's process whose child in the sandbox is the worker
     base: Path  # the staging folder: ``work`` (the working copy) and ``root``
     request_w: int  # the judge's end of the request pipe (non-blocking)
     response_r: int  # the judge's end of the answer pipe
     claim: uids.Claim | None  # the dedicated uid, as root
     cgroup: cgroups.Cgroup | None
     wrapped: bool  # inside bubblewrap
+    output: IO[bytes]  # what the worker prints
+    holder: subprocess.Popen | None = None  # forked: bubblewrap, holding the worker's sandbox
 
     @property
     def uid(self) -> int | None:
@@ -55,6 +60,16 @@ def syscall_filter() -> bytes | None:
     return syscalls.deny_filter()
 
 
+def stage_kit(folder: Path) -> Path:
+    """``folder/_kit``: the worker's modules (``grader/confined``'s and those ``BESIDE``), as a worker holds them."""
+    kit = folder / "_kit"
+    kit.mkdir()
+    for source in [*(GRADER / name for name in BESIDE), *CONFINED.glob("*.py")]:
+        if source.name != "__init__.py":
+            shutil.copy2(source, kit / source.name)
+    return kit
+
+
 def worker_folders(package: Path, uid: int | None) -> Path:
     """``base/work`` (the package and the worker files: copied into the worker's /tmp/work),
     ``base/root`` (where confine.py mounts the worker's root) and ``base/covers`` (``stage_covers``)."""
@@ -62,11 +77,7 @@ def worker_folders(package: Path, uid: int | None) -> Path:
     workdir = base / "work"
     shutil.copytree(package, workdir / PACKAGE, symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    kit = workdir / "_kit"
-    kit.mkdir()
-    for source in [*(GRADER / name for name in BESIDE), *CONFINED.glob("*.py")]:
-        if source.name != "__init__.py":
-            shutil.copy2(source, kit / source.name)
+    kit = stage_kit(workdir)
     (workdir / EXCHANGE).mkdir()
     if syscall_filter() is not None:
         (kit / SYSCALL_FILTER).write_bytes(syscall_filter())
@@ -130,6 +141,10 @@ def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str],
     cgroup = cgroups.create(limits.memory_bytes, limits.processes)
     wrapped = limits.namespaces and limits.bubblewrap and not bubblewrap.why_not_usable()
     base = worker_folders(package, uid)
+    forks = template.connection() if wrapped and withheld is None and claim and cgroup else None
+    if forks is not None:
+        with contextlib.suppress(ZygoteGone, Refused, OSError, TimeoutError):  # then it starts cold
+            return _forked(forks, base, limits, masks, readonly, claim, cgroup)
     request_r, request_w = os.pipe()
     response_r, response_w = os.pipe()
     placement, placement_w = socket.socketpair() if cgroup else (None, None)
@@ -152,7 +167,47 @@ def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str],
         placement_w.close()
         _place(placement, proc.pid, cgroup, limits.start_seconds)
     os.set_blocking(request_w, False)
-    return Launched(proc, base, request_w, response_r, claim, cgroup, wrapped)
+    return Launched(proc, base, request_w, response_r, claim, cgroup, wrapped, proc.stdout)
+
+
+def _forked(forks: template.Connection, base: Path, limits: Limits, masks: list[str], readonly: list[str],
+            claim: uids.Claim, cgroup: cgroups.Cgroup) -> Launched:
+    """Start bubblewrap's sandbox around a holder, then have the template fork the worker into it."""
+    request_r, request_w = os.pipe()
+    response_r, response_w = os.pipe()
+    output_r, output_w = os.pipe()
+    info_r, info_w = os.pipe()
+    seccomp_fd = _seccomp_fd(True)
+    config = _config(base, limits, masks, readonly, claim.uid, (request_r, response_w, None), True, None)
+    command = [*bubblewrap.command(config, seccomp_fd=seccomp_fd, holder=True), "--info-fd", str(info_w),
+               *template.HOLDER]
+    passed = [fd for fd in (info_w, seccomp_fd) if fd is not None]
+    holder = subprocess.Popen(command, cwd=base / "work", env=environment(base / "work"), pass_fds=passed,
+                              stdin=subprocess.DEVNULL, stdout=output_w, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    RUNNING.add(holder.pid)
+    for fd in (info_w, seccomp_fd):
+        if fd is not None:
+            os.close(fd)
+    pidfd = None
+    try:
+        pid, pidfd = template.holder(info_r, limits.start_seconds)
+        request = {"holder": pid, "cgroup": [str(folder) for folder in cgroup.folders],
+                   "config": replace(config, workdir=bubblewrap.SOURCE).to_json(), "filter": syscall_filter().hex()}
+        proc = forks.start(request, [request_r, response_w, output_w, pidfd])
+    except BaseException:
+        for fd in (request_w, response_r, output_r):
+            os.close(fd)
+        holder.kill()
+        holder.wait()
+        RUNNING.discard(holder.pid)
+        raise
+    finally:
+        for fd in (request_r, response_w, output_w, info_r, pidfd):
+            if fd is not None:
+                os.close(fd)
+    os.set_blocking(request_w, False)
+    return Launched(proc, base, request_w, response_r, claim, cgroup, True, os.fdopen(output_r, "rb"), holder)
 
 
 def _place(placement: socket.socket, pid: int, cgroup: cgroups.Cgroup, seconds: float) -> None:

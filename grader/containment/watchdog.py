@@ -47,20 +47,27 @@ def kill_tree(root: int, uid: int | None, cgroup: Cgroup | None) -> None:
         cgroup.kill()
 
 
-def reap_orphans() -> None:
+def reap_orphans(seconds: float = 10.0) -> None:
     """Kill and reap processes re-parented to the judge (a worker's escaped descendants), sparing
-    the judge's other running workers."""
+    the judge's other running workers. Reaped in any order, as they end: a PID namespace's first process
+    ends only once every process of its namespace has been reaped, and one of them may be an orphan here."""
     for _ in range(3):
         orphans = tree.children(os.getpid()) - RUNNING
         orphans |= {d for pid in orphans for d in tree.pids(pid)}
         if not orphans:
             return
         _kill(orphans)
-        for pid in orphans:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+        deadline = time.monotonic() + seconds
+        while orphans and time.monotonic() < deadline:
+            for pid in list(orphans):
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                        continue
+                except ChildProcessError:
+                    pass
+                orphans.discard(pid)
+            if orphans:
+                time.sleep(0.005)
 
 
 class MemoryWatch:

@@ -87,7 +87,7 @@ class Worker:
         self._output = Output(self.limits.output_bytes)
         self._meter = tree.Meter(run.proc.pid, run.cgroup, run.uid)
         self._watch = MemoryWatch(run.proc, self.limits.memory_bytes, run.uid, self._kill_tree)
-        self._threads = [threading.Thread(target=self._output.drain, args=(run.proc.stdout,), daemon=True)]
+        self._threads = [threading.Thread(target=self._output.drain, args=(run.output,), daemon=True)]
         if run.cgroup is None:  # the kernel's count is exact where a cgroup caps the tree
             self._threads.append(self._watch.thread())
         for thread in self._threads:
@@ -110,8 +110,18 @@ class Worker:
             raise self._fail(f"the worker broke the protocol while importing your package ({exc})") from None
 
     def _kill_tree(self) -> None:
-        if self._run is not None:
-            kill_tree(self._run.proc.pid, self._run.uid, self._run.cgroup)
+        run = self._run
+        if run is None:
+            return
+        if run.holder is None:
+            kill_tree(run.proc.pid, run.uid, run.cgroup)
+            return
+        # Forked: the worker's parent, outside the sandbox, outlives it to reap it (an orphan re-parented to
+        # this process, a subreaper, would leave the sandbox's first process waiting for it as this waits for
+        # that one), then ends as it did; the holder's sandbox ends with the holder.
+        for root in tree.children(run.proc.pid) or {run.proc.pid}:
+            kill_tree(root, run.uid, run.cgroup)
+        run.holder.kill()
 
     def stop(self) -> None:
         """Kill the worker and everything it started; remove its folder."""
@@ -121,10 +131,14 @@ class Worker:
         self._kill_tree()
         run.proc.wait()
         RUNNING.discard(run.proc.pid)
+        if run.holder is not None:
+            run.holder.wait()
+            RUNNING.discard(run.holder.pid)
         reap_orphans()
         self._channel.close()
         for thread in self._threads:
             thread.join(timeout=5)
+        run.output.close()
         self._meter.close()
         shutil.rmtree(run.base, ignore_errors=True)
         if run.uid is not None:  # what it left in the host's shared memory (where it had no private one)

@@ -21,7 +21,6 @@ import contextlib
 import functools
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -31,8 +30,10 @@ import tempfile
 import threading
 from pathlib import Path
 from collections.abc import Iterator
-from typing import IO, Protocol
+from typing import Protocol
 
+from ..containment import template
+from ..forks import Forked, Forks, Refused, ZygoteGone
 from ..options import OMP_WAIT_POLICY
 from ..paths import kit_pythonpath
 
@@ -51,56 +52,8 @@ class Session(Protocol):
     def kill(self) -> None: ...
 
 
-class ZygoteGone(RuntimeError):
-    """The zygote ended (or never started): it can fork no session."""
-
-
-class Forked:
-    """A session forked by a zygote: not this process's child, so the zygote reports how it ended."""
-
-    def __init__(self, pid: int, args: list[str]) -> None:
-        self.pid, self.args, self.returncode = pid, args, None
-        self._ended, self._lock = threading.Event(), threading.Lock()
-        try:
-            self._pidfd: int | None = os.pidfd_open(pid)
-        except OSError:  # ended already (the zygote's report follows), or no descriptor left: kill by pid
-            self._pidfd = None
-
-    def ended(self, status: int) -> None:
-        with self._lock:
-            self.returncode = status
-            if self._pidfd is not None:
-                os.close(self._pidfd)
-                self._pidfd = None
-        self._ended.set()
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        return self.returncode
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    def kill(self) -> None:
-        with self._lock:
-            if self.returncode is not None:
-                return
-            try:
-                if self._pidfd is not None:
-                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-                else:
-                    os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-class Refused(RuntimeError):
-    """The zygote would not fork this session (another environment, or it is stopping)."""
-
-
-class Connection:
-    """A connection to a zygote's socket: the sessions started through it, ended as the zygote reports."""
+class Connection(Forks):
+    """A connection to a warm judge's socket (JSON lines both ways): the sessions started through it."""
 
     def __init__(self, path: str) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -109,66 +62,24 @@ class Connection:
         except OSError:
             self.sock.close()
             raise
-        self._replies: queue.Queue[dict | None] = queue.Queue()
-        self._sessions: dict[int, Forked] = {}
-        self._early: dict[int, int] = {}  # sessions that ended before their handle was made
-        self._lock, self._request = threading.Lock(), threading.Lock()
-        self.alive, self.served = True, 0
-        threading.Thread(target=self._read, args=(self.sock.makefile("rb"),), daemon=True).start()
+        super().__init__(_lines(self.sock), lambda: self.sock.shutdown(socket.SHUT_RDWR))
 
     def start(self, args: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Forked:
         request = {"argv": args, "cwd": str(cwd), "log": str(log), "env": env,
                    "interrupt": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN}
-        with self._request:  # one request at a time: the next "started" or "refused" line answers it
-            try:
-                self.sock.sendall((json.dumps(request) + "\n").encode())
-            except OSError:
-                raise ZygoteGone("the warm judge has ended") from None
-            reply = self._replies.get()
-            if reply is None:
-                raise ZygoteGone("the warm judge has ended")
-            if "refused" in reply:
-                raise Refused(reply["refused"])
-            pid = reply["started"]
-            self.served += 1
-            session = Forked(pid, [sys.executable, "-m", SESSION, *args])
-            with self._lock:
-                if pid in self._early:
-                    session.ended(self._early.pop(pid))
-                elif not self.alive:  # the zygote died since: so did this session
-                    session.kill()
-                    session.ended(-signal.SIGKILL)
-                else:
-                    self._sessions[pid] = session
-        return session
+        line = (json.dumps(request) + "\n").encode()
+        return self.fork(lambda: self.sock.sendall(line), [sys.executable, "-m", SESSION, *args])
 
-    def close(self) -> None:
-        """Hang up: the zygote kills the sessions of this connection still running."""
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
 
-    def _read(self, stream: IO[bytes]) -> None:
-        with contextlib.suppress(OSError):
-            for line in stream:
-                reply = json.loads(line)
-                if "ended" not in reply:
-                    self._replies.put(reply)
-                    continue
-                with self._lock:
-                    session = self._sessions.pop(reply["ended"], None)
-                    if session is None:
-                        self._early[reply["ended"]] = reply["status"]
-                if session is not None:
-                    session.ended(reply["status"])
-        self._replies.put(None)
-        with self._lock:
-            self.alive = False
-            orphans, self._sessions = list(self._sessions.values()), {}
-        for session in orphans:  # killed with the zygote (their parent-death signal) or with this connection
-            session.kill()
-            session.ended(-signal.SIGKILL)
+def _lines(sock: socket.socket) -> Iterator[dict]:
+    """The zygote's replies on ``sock``, until it closes (then so does ``sock``)."""
+    stream = sock.makefile("rb")
+    try:
+        for line in stream:
+            yield json.loads(line)
+    finally:
         stream.close()
-        self.sock.close()
+        sock.close()
 
 
 class Zygote:
@@ -199,6 +110,7 @@ class Zygote:
 
 
 _zygote: Zygote | None = None
+_workers: template.Template | None = None  # this block's warm worker template
 _folder: str | None = None  # the private folder of this process's warm judge's socket, while warm
 _remote: Connection | None = None  # this process's connection to another process's warm judge
 _remote_tried = False
@@ -220,11 +132,15 @@ def warm() -> Iterator[None]:
     """Within: judge sessions fork from one zygote, this process's and those of the processes it starts
     (their gradings find it through ``KIT_WARM_JUDGE``); blocks may nest or overlap across threads; at the
     end of the last open block it stops. Where sessions cannot fork, this does nothing."""
-    global _warm, _zygote, _folder
+    global _warm, _zygote, _folder, _workers
     with _choosing:
         _warm += 1
         if _warm == 1 and _can_fork():
-            _folder = tempfile.mkdtemp(prefix="kit-warm-judge-")  # 0700: only this user may reach the socket
+            _folder = tempfile.mkdtemp(prefix="kit-warm-judge-")  # 0700: only this user may reach the sockets
+            if template.usable():  # first: a judge's environment holds its address
+                with contextlib.suppress(OSError):
+                    _workers = template.Template(Path(_folder, "workers"))
+                    os.environ[template.ADDRESS] = _workers.path
             path = os.path.join(_folder, "socket")
             with contextlib.suppress(OSError):
                 _zygote = Zygote(judge_environment(), path)
@@ -234,16 +150,19 @@ def warm() -> Iterator[None]:
     finally:
         with _choosing:
             _warm -= 1
-            done, folder = (_zygote, _folder) if _warm == 0 else (None, None)
+            done, workers, folder = (_zygote, _workers, _folder) if _warm == 0 else (None, None, None)
             if _warm == 0:
-                _zygote = _folder = None
+                _zygote = _workers = _folder = None
                 os.environ.pop(SHARED, None)
+                os.environ.pop(template.ADDRESS, None)
         if done is not None:
             done.stop()
             try:
                 done.process.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 done.process.kill()
+        if workers is not None:  # after the judges, whose workers end with them
+            workers.stop()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -25,6 +25,7 @@ about three minutes on two cores.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import sys
@@ -36,6 +37,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ...grading import judges
 from ...grading.grade import hidden_suites
 from ...paths import HIDDEN, KIT_ROOT
 from ...problems import PROBLEMS
@@ -52,7 +54,7 @@ console = Console(width=None if sys.stdout.isatty() else 170)
 
 
 def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: dict, secrets_: set[str],
-                  reaper: Reaper) -> Row:
+                  reaper: Reaper, warm: bool) -> Row:
     row = Row(attack)
     grading = run_root / attack.id
     marker = f"kit-hostile-{attack.id}-{secrets.token_hex(4)}"
@@ -63,7 +65,7 @@ def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: 
         materialize(attack, submission, values)
         watch = attack_watch(grading, run_root, siblings, marker)
         watch.start()
-        graded = grade(grading, submission, out, attack.graded, attack.options, reaper)
+        graded = grade(grading, submission, out, attack.graded, attack.options, reaper, warm)
         tags = [marker, str(grading)]
         deadline = time.monotonic() + 10
         while (left := left_behind(tags)) and time.monotonic() < deadline:
@@ -90,12 +92,13 @@ def _check_attack(attack: Attack, run_root: Path, siblings: set[str], controls: 
     return row
 
 
-def _grade_control(key: tuple[str, str, str, str], run_root: Path, options: dict, reaper: Reaper) -> Graded:
+def _grade_control(key: tuple[str, str, str, str], run_root: Path, options: dict, reaper: Reaper,
+                   warm: bool) -> Graded:
     kind, module, function, problems = key
     grading = run_root / "-".join(filter(None, ("control", kind, problems.replace(",", "+"), module, function)))
     submission, out = layout(grading)
     materialize_control(kind, module, function, submission)
-    return grade(grading, submission, out, problems, options, reaper)
+    return grade(grading, submission, out, problems, options, reaper, warm)
 
 
 def _table(rows: list[Row]) -> Table:
@@ -125,9 +128,11 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2, gpu: bool = False) -> int:
+def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2, gpu: bool = False,
+         warm: bool = False) -> int:
     """Grade each selected attack (all, the quick subset, those named, or with ``gpu`` the attacks on GPU
-    tests alone) and print one row each; 0 when all hold. Attacks on GPU tests run only where CUDA does."""
+    tests alone) and print one row each; 0 when all hold. Attacks on GPU tests run only where CUDA does.
+    ``warm``: graded as a batch grades (judges and workers forked from warm ones), not as one grading."""
     catalog = [a for a in load() if (not attacks or a.id in attacks) and (not quick or a.quick or attacks)
                and (a.gpu or not gpu)]
     if any(a.gpu for a in catalog) and not _cuda():
@@ -149,17 +154,19 @@ def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2
     reaper = Reaper()
     secrets_ = secret_lines(KIT_ROOT)
     try:
-        keys = sorted({a.control for a in catalog} | {reference(a.graded) for a in catalog})
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            graded = list(pool.map(lambda key: _grade_control(key, run_root, options, reaper), keys))
-        controls = dict(zip(keys, graded))
-        broken = [f"{'/'.join(filter(None, key))}: {g.stderr[-300:] or 'no results'}" for key, g in controls.items()
-                  if g.data is None]
-        for line in broken:
-            console.print(f"[red]control failed to grade[/]: {line}")
-        siblings = {a.id for a in catalog} | {p.name for p in run_root.iterdir()}
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            rows = list(pool.map(lambda a: _check_attack(a, run_root, siblings, controls, secrets_, reaper), catalog))
+        with judges.warm() if warm else contextlib.nullcontext():  # a batch's gradings share them
+            keys = sorted({a.control for a in catalog} | {reference(a.graded) for a in catalog})
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                graded = list(pool.map(lambda key: _grade_control(key, run_root, options, reaper, warm), keys))
+            controls = dict(zip(keys, graded))
+            broken = [f"{'/'.join(filter(None, key))}: {g.stderr[-300:] or 'no results'}" for key, g in controls.items()
+                      if g.data is None]
+            for line in broken:
+                console.print(f"[red]control failed to grade[/]: {line}")
+            siblings = {a.id for a in catalog} | {p.name for p in run_root.iterdir()}
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                rows = list(pool.map(lambda a: _check_attack(a, run_root, siblings, controls, secrets_, reaper, warm),
+                                     catalog))
     finally:
         reaper.close()
         shutil.rmtree(run_root, ignore_errors=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ...options import GradingOptions
 from ...paths import kit_pythonpath
+from ...containment import template
 from ...grading import judges
 from ...grading.results import GradingResult, TestResult
 from .processes import Reaper
@@ -63,15 +64,19 @@ def layout(grading: Path) -> tuple[Path, Path]:
     return grading / "submission", grading / "results" / "results.json"
 
 
-def grade(grading: Path, submission: Path, out: Path, problems: str, options: dict, reaper: Reaper) -> Graded:
+def grade(grading: Path, submission: Path, out: Path, problems: str, options: dict, reaper: Reaper,
+          warm: bool = False) -> Graded:
     """``grader grade`` on ``submission``'s ``problems`` (comma-separated) with the ci profile and an attack's
-    ``options`` (call_seconds, budget_seconds, memory_mb), stopped ``SLACK_SECONDS`` after its budget."""
+    ``options`` (call_seconds, budget_seconds, memory_mb), stopped ``SLACK_SECONDS`` after its budget. Graded
+    as an instructor's grade command is, its judges and workers started cold, or (``warm``) as a batch grades:
+    forked from this check's warm judge and worker template (``judges.warm``)."""
     settings = GradingOptions(problems=tuple(problems.split(",")), profile="ci", **options)
     budget = settings.budget_seconds
     command = [sys.executable, "-m", "grader", "grade", str(submission), "--out", str(out), *settings.to_argv()]
-    # graded as an instructor's grade command is, its judges started cold: never from a warm judge of this check
     env = kit_pythonpath({**os.environ, "TMPDIR": str(grading / "tmp")})
-    env.pop(judges.SHARED, None)
+    if not warm:
+        env.pop(judges.SHARED, None)
+        env.pop(template.ADDRESS, None)
     started = time.monotonic()
     with reaper.lock:
         process = subprocess.Popen(command, cwd=grading, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -24,10 +24,13 @@ FREE = {"bench", "tests"}
 ARROWS: dict[str, set[str]] = {
     "confined": {"core.wire", "core.eager"},  # inside the sandbox: the wire format, eager and its own modules
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
-    "containment": {"core.wire", "core.backend", "core.options", "core.paths", "confined.config"},
+    # forks: following the workers the warm template forks
+    "containment": {"core.wire", "core.backend", "core.options", "core.paths", "core.forks", "confined.config"},
     "mistakes": {"core"},  # the catalog of known mistakes: a fact of the problem set, like problems.py
     "judge": {"core", "containment", "mistakes"},  # the diagnosis replays the known mistakes
-    "grading": {"core"},  # the judge runs as its own process (pytest -p grader.judge.plugin): never imported
+    # the judge runs as its own process (pytest -p grader.judge.plugin): never imported; a warm block starts
+    # the worker template beside its warm judge
+    "grading": {"core", "containment.template"},
     "classroom": {"core", "grading"},
     "selfproof": {"core", "mistakes", "grading", "classroom", "containment", "release"},  # the release is part of the proof
     "release": {"core", "mistakes"},  # the leak check refuses the text of the known mistakes

@@ -1,0 +1,235 @@
+"""A warm worker template: imports what a worker imports before the submission (torch, numpy, einops, the
+worker's own modules), then forks each worker into a sandbox bubblewrap has built, so that a worker starts
+in milliseconds and shares those pages with its siblings (``grader.containment.template``, the grader's side).
+
+Started as ``python -I -c "...template.main()" FD`` (FD: a listening ``SOCK_SEQPACKET`` Unix socket, bound
+by the grader in a folder only its user may enter) with a worker's scrubbed environment, as root, with
+stdin a pipe from the grader (its end stops the template). It never runs submission code, nor any torch
+operation (a fork after OpenMP's threads have started is unsafe).
+
+Each request is one message: a JSON object (``holder``: the host pid of a process bubblewrap runs in the
+worker's finished sandbox; ``cgroup``: the worker's cgroup folders; ``config``: its ``WorkerConfig``;
+``filter``: the syscall filter, hex) with four descriptors: the worker's request pipe, answer pipe and
+output pipe, and a pidfd of the holder. The template forks a process that enters the holder's namespaces
+and root (``_enter``: setns, chroot; refused when the holder has ended or its namespaces are the template's
+own) and forks the worker there (a child of that process, in the sandbox's PID namespace), places it in
+the cgroup and lets it go on: it becomes what bubblewrap and ``confine.py`` make of a cold worker
+(``confine.forked``) and serves. Replies, one message each:
+``{"started": PID}`` or ``{"refused": WHY}`` per request, in order, and ``{"ended": PID, "status": S}``
+when that process ends (with its worker's status, ``subprocess.Popen.returncode``'s way). A connection
+that closes takes its workers with it (SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import select
+import selectors
+import signal
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+if __package__:
+    from . import confine
+    from .config import WorkerConfig
+else:  # run from the staged copy of grader/confined, beside wire.py and eager.py
+    import confine
+    from config import WorkerConfig
+
+PR_SET_PDEATHSIG = 1
+FAILED = 70  # a worker that could not be placed in its sandbox (EX_SOFTWARE); its output says why
+# The holder's namespaces, entered in this order: the mount namespace last (its root becomes this one's).
+NAMESPACES = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "cgroup": 0x02000000, "pid": 0x20000000,
+              "mnt": 0x00020000}
+MUST_DIFFER = ("mnt", "pid", "net")  # a holder sharing one of these with the template is no sandbox
+MESSAGE_BYTES = 1 << 20
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def preload() -> None:
+    """Import what a worker imports before its submission (its ``import worker``), and einops."""
+    import einops  # noqa: F401
+    import worker  # noqa: F401 - torch, numpy, wire, dispatch, eager, kernels
+
+
+def _enter(holder: int, holder_pidfd: int) -> None:
+    """Join the namespaces and root of ``holder`` (alive, per its pidfd, after they were opened)."""
+    spaces = {name: os.open(f"/proc/{holder}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in NAMESPACES}
+    root = os.open(f"/proc/{holder}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if select.select([holder_pidfd], [], [], 0)[0]:
+        raise OSError("the sandbox's holder has ended")
+    for name in MUST_DIFFER:
+        if os.fstat(spaces[name]).st_ino == os.stat(f"/proc/self/ns/{name}").st_ino:
+            raise OSError(f"the holder shares the template's {name} namespace")
+    for name, kind in NAMESPACES.items():
+        if _libc.setns(spaces[name], kind) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {name}: {os.strerror(ctypes.get_errno())}")
+        os.close(spaces[name])
+    os.fchdir(root)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root)
+
+
+def _worker(request: dict[str, Any], fds: list[int], kit: str) -> NoReturn:
+    """In the forked child (root, outside any sandbox): enter the worker's sandbox, fork the worker into it
+    (process 1's child there), and end as it ends."""
+    status = FAILED
+    try:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        request_fd, response_fd, output_fd, holder_pidfd = fds
+        quiet = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(quiet, 0)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        for fd in map(int, os.listdir("/proc/self/fd")):  # nothing of the template reaches the worker but these
+            if fd > 2 and fd not in fds:
+                with contextlib.suppress(OSError):  # the listing's own descriptor
+                    os.close(fd)
+        if os.getppid() == 1:  # the template died before the parent-death signal was set
+            os._exit(FAILED)
+        cgroups = [os.open(Path(folder, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for folder in request["cgroup"]]
+        _enter(int(request["holder"]), holder_pidfd)  # the cgroups' folders are not in the sandbox: opened before
+        os.close(holder_pidfd)
+        go_r, go_w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(go_w)
+            _serve(request, request_fd, response_fd, go_r, kit)
+        os.close(go_r)
+        for fd in (request_fd, response_fd, output_fd):
+            os.close(fd)
+        # The worker waits, running nothing, until it is in its cgroup: all it starts is born inside. This
+        # process stays out of it, so that the grader, killing what the cgroup holds, leaves it to reap the worker.
+        for fd in cgroups:
+            os.write(fd, str(child).encode())
+            os.close(fd)
+        os.write(go_w, b"g")
+        os.close(go_w)
+        os.close(1)
+        os.close(2)
+        confine.wait_and_mirror(child)
+    except BaseException:  # noqa: BLE001 - whatever stopped it is the worker's last output
+        with contextlib.suppress(OSError):
+            traceback.print_exc()
+    os._exit(status)
+
+
+def _serve(request: dict[str, Any], request_fd: int, response_fd: int, go: int, kit: str) -> NoReturn:
+    """The worker, in its sandbox: confined as a cold one is, then serving until the judge hangs up; it ends
+    as a cold worker ends (1 on an error, its traceback its last output)."""
+    status = 1
+    try:
+        import worker
+
+        config = WorkerConfig.from_json(request["config"])
+        obtained = confine.forked(config, bytes.fromhex(request["filter"]), go)
+        sys.path[:] = [os.path.join(os.getcwd(), "_kit") if entry == kit else entry for entry in sys.path]
+        worker.serve(request_fd, response_fd, Path(os.getcwd(), worker.PACKAGE), obtained)
+        status = 0
+    except BaseException:  # noqa: BLE001
+        with contextlib.suppress(OSError):
+            traceback.print_exc()
+    os._exit(status)
+
+
+class Client:
+    """One connection to the template."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def reply(self, **fields: Any) -> None:
+        with contextlib.suppress(OSError):  # the client has gone: its workers are killed when its end is read
+            self.sock.send(json.dumps(fields).encode())
+
+
+class Server:
+    """The template's loop: requests from every connection, workers ended, the owner's stdin."""
+
+    def __init__(self, listener: socket.socket, kit: str) -> None:
+        self.listener, self.kit = listener, kit
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(0, selectors.EVENT_READ, "owner")
+        self.selector.register(listener, selectors.EVENT_READ, "listener")
+        self.clients: dict[int, Client] = {}  # by their socket's descriptor
+        self.running: dict[int, tuple[int, Client]] = {}  # pidfd -> (pid, who asked for it)
+        self.open = True
+
+    def serve(self) -> None:
+        """Until the owner's stdin ends and every worker has ended."""
+        while self.open or self.running:
+            for key, _ in self.selector.select():
+                if key.data == "owner":
+                    if not os.read(0, 1 << 16):
+                        self.open = False
+                        self.selector.unregister(0)
+                        self.selector.unregister(self.listener)
+                        self.listener.close()
+                elif key.data == "listener":
+                    sock, _ = self.listener.accept()
+                    self.clients[sock.fileno()] = Client(sock)
+                    self.selector.register(sock, selectors.EVENT_READ, "client")
+                elif key.data == "client":
+                    self._read(self.clients[key.fd])
+                else:
+                    self._reap(key.fd)
+
+    def _read(self, client: Client) -> None:
+        try:
+            message, fds, _, _ = socket.recv_fds(client.sock, MESSAGE_BYTES, 4)
+        except OSError:
+            message, fds = b"", []
+        if not message:  # the client has gone: so do the workers it asked for
+            for fd in fds:
+                os.close(fd)
+            for pidfd, (_, asker) in self.running.items():
+                if asker is client:
+                    with contextlib.suppress(ProcessLookupError):
+                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            self.selector.unregister(client.sock)
+            del self.clients[client.sock.fileno()]
+            client.sock.close()
+            return
+        if not self.open:
+            client.reply(refused="the worker template is stopping")
+        elif len(fds) != 4:
+            client.reply(refused="a request carries 4 descriptors")
+        else:
+            self._fork(json.loads(message), fds, client)
+        for fd in fds:
+            os.close(fd)
+
+    def _fork(self, request: dict[str, Any], fds: list[int], client: Client) -> None:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _worker(request, fds, self.kit)
+            finally:  # never back into this loop
+                os._exit(FAILED)
+        pidfd = os.pidfd_open(pid)
+        self.selector.register(pidfd, selectors.EVENT_READ, pid)
+        self.running[pidfd] = pid, client
+        client.reply(started=pid)
+
+    def _reap(self, pidfd: int) -> None:
+        pid, client = self.running.pop(pidfd)
+        _, status = os.waitpid(pid, 0)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        if client.sock.fileno() != -1:
+            client.reply(ended=pid, status=os.waitstatus_to_exitcode(status))
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = socket.socket(fileno=int(sys.argv[1]))
+    kit = os.path.dirname(os.path.abspath(__file__))
+    preload()
+    Server(listener, kit).serve()
