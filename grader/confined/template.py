@@ -100,7 +100,8 @@ def _worker(request: dict[str, Any], fds: list[int], kit: str) -> NoReturn:
         go_r, go_w = os.pipe()
         child = os.fork()
         if child == 0:
-            os.close(go_w)
+            for fd in (go_w, output_fd, *cgroups):  # its output is on 1 and 2; its cgroup is not its to change
+                os.close(fd)
             _serve(request, request_fd, response_fd, go_r, kit)
         os.close(go_r)
         for fd in (request_fd, response_fd, output_fd):

@@ -167,6 +167,12 @@ def warm() -> Iterator[None]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def warm_processes() -> set[int]:
+    """The pids of this process's warm judge and worker template, while a block is open."""
+    with _choosing:
+        return {started.process.pid for started in (_zygote, _workers) if started is not None}
+
+
 def _connection_for(env: dict[str, str]) -> Connection | None:
     """Where a session for ``env`` may fork: inside ``warm()``, this block's zygote for ``env`` (a new one
     when it differs or died; the old one stops once its sessions end), None where this block's zygote could

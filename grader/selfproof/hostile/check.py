@@ -155,6 +155,7 @@ def main(*, quick: bool = False, attacks: list[str] | None = None, jobs: int = 2
     secrets_ = secret_lines(KIT_ROOT)
     try:
         with judges.warm() if warm else contextlib.nullcontext():  # a batch's gradings share them
+            reaper.tracked |= judges.warm_processes()  # this check's own children, not an attack's
             keys = sorted({a.control for a in catalog} | {reference(a.graded) for a in catalog})
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 graded = list(pool.map(lambda key: _grade_control(key, run_root, options, reaper, warm), keys))

@@ -39,6 +39,15 @@ def leave():
 def find():
     return [where for where in ("/tmp/left-behind", "/dev/shm/left-behind", "/tmp/work/left-behind")
             if os.path.exists(where)]
+
+def held():
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[int(fd)] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return found
 '''
 
 
@@ -86,6 +95,23 @@ def test_a_sibling_sees_nothing_its_sibling_left(tmp_path):
     finally:
         first.close()
         second.close()
+
+
+def test_a_forked_worker_holds_nothing_of_the_template_or_its_placement(tmp_path):
+    """What it inherits is what a cold worker holds: its pipes and its output, no socket of the template's, no
+    handle on its cgroup (which it could otherwise fill with its own processes from elsewhere)."""
+    folder = tmp_path / "assignment"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "left.py").write_text(LEFT)
+    worker = Worker(folder, Limits(memory_bytes=1536 << 20, processes=64))
+    try:
+        held = _call(worker, "held", "left")
+        assert isinstance(worker._run.proc, Forked)
+    finally:
+        worker.close()
+    assert not [target for target in held.values() if "cgroup" in target or target.startswith("socket:")], held
+    assert len([target for target in held.values() if target.startswith("pipe:")]) <= 4, held  # requests, answers, output
 
 
 def _fork_around(holder: int, pidfd: int) -> Forked:
