@@ -4,7 +4,10 @@
 wire format and ``eager``) into a private temporary folder, starts ``confine.py`` there in a new session with
 a scrubbed environment (inside bubblewrap where it runs; ``confine.py`` builds the worker's root,
 namespaces and identity by hand elsewhere), with a dedicated uid as root and a cgroup where the
-host gives one, and hands back the running process with the judge's ends of its two pipes.
+host gives one, and hands back the running process with the judge's ends of its two pipes. Where this
+process may fork workers from a warm template (``template.connection``) and the worker runs with the whole
+library, bubblewrap builds the same sandbox around a holder and the template forks the worker into it
+(``_forked``); where that fails, the worker starts as above.
 """
 
 from __future__ import annotations
@@ -25,12 +28,10 @@ from ..confined.config import Withheld, WorkerConfig
 from ..forks import Forked, Refused, ZygoteGone
 from . import bubblewrap, syscalls, template, tree, uids
 from . import cgroup as cgroups
-from ..paths import GRADER, PACKAGE
+from ..paths import PACKAGE
 from .limits import Limits, environment, interpreter_paths
 from .watchdog import RUNNING
 
-CONFINED = GRADER / "confined"
-BESIDE = ("wire.py", "eager.py")  # the core modules the worker holds beside grader/confined's
 EXCHANGE = "exchange"  # in the worker's working folder: see confine.py
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"
 SYSCALL_FILTER = "syscalls.bpf"  # in the worker's _kit folder
@@ -60,16 +61,6 @@ def syscall_filter() -> bytes | None:
     return syscalls.deny_filter()
 
 
-def stage_kit(folder: Path) -> Path:
-    """``folder/_kit``: the worker's modules (``grader/confined``'s and those ``BESIDE``), as a worker holds them."""
-    kit = folder / "_kit"
-    kit.mkdir()
-    for source in [*(GRADER / name for name in BESIDE), *CONFINED.glob("*.py")]:
-        if source.name != "__init__.py":
-            shutil.copy2(source, kit / source.name)
-    return kit
-
-
 def worker_folders(package: Path, uid: int | None) -> Path:
     """``base/work`` (the package and the worker files: copied into the worker's /tmp/work),
     ``base/root`` (where confine.py mounts the worker's root) and ``base/covers`` (``stage_covers``)."""
@@ -77,7 +68,7 @@ def worker_folders(package: Path, uid: int | None) -> Path:
     workdir = base / "work"
     shutil.copytree(package, workdir / PACKAGE, symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    kit = stage_kit(workdir)
+    kit = template.stage_kit(workdir)
     (workdir / EXCHANGE).mkdir()
     if syscall_filter() is not None:
         (kit / SYSCALL_FILTER).write_bytes(syscall_filter())

@@ -29,12 +29,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..forks import Forked, Forks
+from ..paths import GRADER
 from .limits import environment
-from .watchdog import RUNNING
 
 ADDRESS = "KIT_WARM_WORKERS"  # the socket of the template the gradings a process starts may fork workers from
+BESIDE = ("wire.py", "eager.py")  # the core modules the worker holds beside grader/confined's
 HOLDER = ("sleep", "infinity")  # what bubblewrap runs in a sandbox a worker is forked into
 STOP_SECONDS = 10.0
+
+
+def stage_kit(folder: Path) -> Path:
+    """``folder/_kit``: the worker's modules (``grader/confined``'s and those ``BESIDE``), as a worker holds them."""
+    kit = folder / "_kit"
+    kit.mkdir()
+    for source in [*(GRADER / name for name in BESIDE), *(GRADER / "confined").glob("*.py")]:
+        if source.name != "__init__.py":
+            shutil.copy2(source, kit / source.name)
+    return kit
 
 
 def usable() -> bool:
@@ -51,7 +62,7 @@ class Template:
     """A template process this process started, listening at ``folder/socket``."""
 
     def __init__(self, folder: Path) -> None:
-        from .launch import stage_kit
+        from .watchdog import RUNNING  # here: it imports torch, which a grading's orchestration does not
 
         folder.mkdir(mode=0o700)
         kit = stage_kit(folder)
@@ -68,6 +79,8 @@ class Template:
 
     def stop(self) -> None:
         """No more workers: the template ends once those running have."""
+        from .watchdog import RUNNING
+
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         try:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.containment.launch import BESIDE, SYSCALL_FILTER, worker_folders
+from grader.containment.launch import SYSCALL_FILTER, worker_folders
+from grader.containment.template import BESIDE
 
 GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
