@@ -13,7 +13,8 @@ writes, more memory beside it. Either way a session is a handle with the part of
 that grading uses (``wait``, ``poll``, ``kill``, ``returncode``); signals reach a forked session through a
 pidfd, so a pid reused after it ended is never hit; a grading that ends takes its forked sessions with it
 (the zygote kills the sessions of a closed connection); where no zygote can serve, sessions start as
-processes.
+processes. The block also starts a warm worker template (``grader.containment.template``), whose address,
+``KIT_WARM_WORKERS``, judges keep: the workers of their gradings fork from it.
 """
 from __future__ import annotations
 
@@ -130,8 +131,9 @@ def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
 @contextlib.contextmanager
 def warm() -> Iterator[None]:
     """Within: judge sessions fork from one zygote, this process's and those of the processes it starts
-    (their gradings find it through ``KIT_WARM_JUDGE``); blocks may nest or overlap across threads; at the
-    end of the last open block it stops. Where sessions cannot fork, this does nothing."""
+    (their gradings find it through ``KIT_WARM_JUDGE``), and their workers from one template where workers
+    can fork (``template.usable``); blocks may nest or overlap across threads; at the end of the last open
+    block both stop. Where sessions cannot fork, this does nothing."""
     global _warm, _zygote, _folder, _workers
     with _choosing:
         _warm += 1

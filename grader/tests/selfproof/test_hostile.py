@@ -1,5 +1,6 @@
 """The hostile corpus (grader/selfproof/hostile): it is inert in the repository, every attack applies to
-the reference, the check's detectors do detect, and the quick subset holds (a few minutes)."""
+the reference, the check's detectors do detect, and the quick subset holds (a few minutes), as does a warm
+subset graded as a batch grades (workers forked from a warm template)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from grader.containment import template
 from grader.selfproof import hostile
 from grader.selfproof.hostile import check
 from grader.selfproof.hostile.facts import leak_fact, points_fact
@@ -124,6 +126,22 @@ def test_quick_attacks_gain_nothing_and_the_grader_survives(capsys):
     report = capsys.readouterr().out
     print(report)  # the attack table, visible with -s or on failure
     assert code == 0, report[-6000:]
+
+
+# The attacks on what a forked worker could reach that a cold one could not (the template, a root process
+# outside the sandbox: its /proc, its signals; processes left when the worker ends), and on P7's fresh loader (a
+# second worker of the same submission). The syscall filter of a forked worker: containment/test_template.py.
+WARM = ["read-other-proc", "kill-every-process", "detached-sleepers", "p7-checkpoint-kept-in-memory"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not template.usable(), reason="workers are forked only as root, with bubblewrap")
+def test_attacks_on_the_sandbox_gain_nothing_from_workers_forked_warm(capsys):
+    code = check.main(attacks=WARM, warm=True)
+    report = capsys.readouterr().out
+    print(report)
+    assert code == 0, report[-6000:]
+    assert "forked from a warm template" in " ".join(report.split()), report[-3000:]
 
 
 def test_attacks_are_parsed_one_at_a_time_though_built_in_threads(monkeypatch):
