@@ -43,9 +43,10 @@ class Reaper:
     def orphans(self) -> list[str]:
         """Children of this process that it did not start itself: killed, reaped and described."""
         me, found = os.getpid(), []
-        with self.lock:
+        live = _live(tree.processes(me)[1:])
+        with self.lock:  # after the walk: a grading it found was started, and tracked, before (one lock holds both)
             tracked = set(self.tracked)
-        for process, cmdline in _live(tree.processes(me)[1:]):
+        for process, cmdline in live:
             if process.pid not in tracked and _parent(process) == me:
                 found.append(f"{process.pid}: {cmdline[:100]}")
                 try:

@@ -19,7 +19,8 @@ from grader.selfproof.hostile import check
 from grader.selfproof.hostile.facts import leak_fact, points_fact
 from grader.selfproof.hostile.grading import Graded
 from grader.selfproof.hostile.listener import Listener
-from grader.selfproof.hostile.processes import left_behind
+from grader.selfproof.hostile import processes
+from grader.selfproof.hostile.processes import Reaper, left_behind
 from grader.selfproof.hostile.watch import Watch
 from grader.paths import KIT_ROOT as KIT
 from grader.grading.results import GradingResult, TestResult
@@ -91,6 +92,32 @@ def test_processes_left_behind_are_found():
         sleeper.kill()
         sleeper.wait()
     assert not left_behind([tag])
+
+
+def test_a_grading_started_while_orphans_are_sought_is_not_one(monkeypatch):
+    """Attacks are checked two at a time: a grading started (and tracked) while another attack's orphans are
+    sought is spared (it was killed when the tracked set was read before the walk)."""
+    reaper = Reaper()
+    started: list[subprocess.Popen] = []
+    walk = processes.tree.processes
+
+    def walk_while_a_grading_starts(root: int) -> list:
+        with reaper.lock:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+            reaper.tracked.add(child.pid)
+        started.append(child)
+        return walk(root)
+
+    monkeypatch.setattr(processes.tree, "processes", walk_while_a_grading_starts)
+    try:
+        assert reaper.orphans() == []
+        assert started[0].poll() is None
+    finally:
+        monkeypatch.undo()
+        for child in started:
+            child.kill()
+            child.wait()
+        reaper.close()
 
 
 def _graded(statuses: dict[str, str], score: float, text: str = "") -> Graded:
