@@ -184,7 +184,8 @@ def _forked(forks: template.Connection, base: Path, limits: Limits, masks: list[
     try:
         pid, pidfd = template.holder(info_r, limits.start_seconds)
         request = {"holder": pid, "cgroup": [str(folder) for folder in cgroup.folders],
-                   "config": replace(config, workdir=bubblewrap.SOURCE).to_json(), "filter": syscall_filter().hex()}
+                   "config": replace(config, workdir=bubblewrap.SOURCE).to_json(),
+                   "filter": (syscall_filter() or b"").hex()}  # none where libseccomp is missing, as cold
         proc = forks.start(request, [request_r, response_w, output_w, pidfd])
     except BaseException:
         for fd in (request_w, response_r, output_r):
