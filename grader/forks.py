@@ -15,6 +15,7 @@ import contextlib
 import os
 import queue
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -69,17 +70,23 @@ class Forked:
 
 
 class Forks:
-    """One connection to a zygote: ``fork`` sends a request and hands back the process started; a thread
-    reads ``replies`` (the zygote's messages, decoded) until the connection ends."""
+    """One connection to a zygote: a Unix socket of ``kind`` connected to ``path``. ``fork`` sends a request
+    and hands back the process started; a thread reads ``replies(sock)`` (the zygote's messages, decoded)
+    until the connection ends."""
 
-    def __init__(self, replies: Iterable[dict], hang_up: Callable[[], None]) -> None:
-        self._hang_up = hang_up
+    def __init__(self, path: str, kind: socket.SocketKind, replies: Callable[[socket.socket], Iterable[dict]]) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, kind)
+        try:
+            self.sock.connect(path)
+        except OSError:
+            self.sock.close()
+            raise
         self._answers: queue.Queue[dict | None] = queue.Queue()
         self._running: dict[int, Forked] = {}
         self._early: dict[int, int] = {}  # processes that ended before their handle was made
         self._lock, self._request = threading.Lock(), threading.Lock()
         self.alive, self.served = True, 0
-        threading.Thread(target=self._read, args=(replies,), daemon=True).start()
+        threading.Thread(target=self._read, args=(replies(self.sock),), daemon=True).start()
 
     def fork(self, send: Callable[[], None], args: list[str]) -> Forked:
         """``send`` one request; the process it started (``args``: how to name it in errors)."""
@@ -109,7 +116,7 @@ class Forks:
     def close(self) -> None:
         """Hang up: the zygote kills the processes of this connection still running."""
         with contextlib.suppress(OSError):
-            self._hang_up()
+            self.sock.shutdown(socket.SHUT_RDWR)
 
     def _read(self, replies: Iterable[dict]) -> None:
         with contextlib.suppress(OSError):

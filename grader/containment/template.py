@@ -95,13 +95,7 @@ class Connection(Forks):
     """A judge's connection to the template: the workers forked through it."""
 
     def __init__(self, path: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.sock.connect(path)
-        except OSError:
-            self.sock.close()
-            raise
-        super().__init__(_messages(self.sock), lambda: self.sock.shutdown(socket.SHUT_RDWR))
+        super().__init__(path, socket.SOCK_SEQPACKET, _messages)
 
     def start(self, request: dict, fds: list[int]) -> Forked:
         """Fork a worker (``grader.confined.template``'s request, with its four descriptors)."""

@@ -57,13 +57,7 @@ class Connection(Forks):
     """A connection to a warm judge's socket (JSON lines both ways): the sessions started through it."""
 
     def __init__(self, path: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.sock.connect(path)
-        except OSError:
-            self.sock.close()
-            raise
-        super().__init__(_lines(self.sock), lambda: self.sock.shutdown(socket.SHUT_RDWR))
+        super().__init__(path, socket.SOCK_STREAM, _lines)
 
     def start(self, args: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Forked:
         request = {"argv": args, "cwd": str(cwd), "log": str(log), "env": env,
