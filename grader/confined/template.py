@@ -27,7 +27,6 @@ import ctypes
 import json
 import os
 import select
-import selectors
 import signal
 import socket
 import sys
@@ -36,14 +35,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 if __package__:
+    from .. import forks
     from . import confine
     from .config import WorkerConfig
-else:  # run from the staged copy of grader/confined, beside wire.py and eager.py
+else:  # run from the staged copy of grader/confined, beside wire.py, eager.py and forks.py
     import confine
+    import forks
     from config import WorkerConfig
 
+FAILED = forks.FAILED  # a worker that could not be placed in its sandbox; its output says why
 PR_SET_PDEATHSIG = 1
-FAILED = 70  # a worker that could not be placed in its sandbox (EX_SOFTWARE); its output says why
 # The holder's namespaces, entered in this order: the mount namespace last (its root becomes this one's).
 NAMESPACES = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "cgroup": 0x02000000, "pid": 0x20000000,
               "mnt": 0x00020000}
@@ -140,92 +141,36 @@ def _serve(request: dict[str, Any], request_fd: int, response_fd: int, go: int, 
     os._exit(status)
 
 
-class Client:
-    """One connection to the template."""
+class Server(forks.Server):
+    """The template's loop (``forks.Server``): a request is one message with four descriptors; a child
+    forks the worker it asks for into its sandbox."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def reply(self, **fields: Any) -> None:
-        with contextlib.suppress(OSError):  # the client has gone: its workers are killed when its end is read
-            self.sock.send(json.dumps(fields).encode())
-
-
-class Server:
-    """The template's loop: requests from every connection, workers ended, the owner's stdin."""
+    stopping = "the worker template is stopping"
 
     def __init__(self, listener: socket.socket, kit: str) -> None:
-        self.listener, self.kit = listener, kit
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(0, selectors.EVENT_READ, "owner")
-        self.selector.register(listener, selectors.EVENT_READ, "listener")
-        self.clients: dict[int, Client] = {}  # by their socket's descriptor
-        self.running: dict[int, tuple[int, Client]] = {}  # pidfd -> (pid, who asked for it)
-        self.open = True
+        super().__init__(listener)
+        self.kit = kit
 
-    def serve(self) -> None:
-        """Until the owner's stdin ends and every worker has ended."""
-        while self.open or self.running:
-            for key, _ in self.selector.select():
-                if key.data == "owner":
-                    if not os.read(0, 1 << 16):
-                        self.open = False
-                        self.selector.unregister(0)
-                        self.selector.unregister(self.listener)
-                        self.listener.close()
-                elif key.data == "listener":
-                    sock, _ = self.listener.accept()
-                    self.clients[sock.fileno()] = Client(sock)
-                    self.selector.register(sock, selectors.EVENT_READ, "client")
-                elif key.data == "client":
-                    self._read(self.clients[key.fd])
-                else:
-                    self._reap(key.fd)
-
-    def _read(self, client: Client) -> None:
+    def receive(self, client: forks.Client) -> list[tuple[dict[str, Any], list[int]]] | None:
         try:
             message, fds, _, _ = socket.recv_fds(client.sock, MESSAGE_BYTES, 4)
         except OSError:
             message, fds = b"", []
-        if not message:  # the client has gone: so do the workers it asked for
+        if not message:
             for fd in fds:
                 os.close(fd)
-            for pidfd, (_, asker) in self.running.items():
-                if asker is client:
-                    with contextlib.suppress(ProcessLookupError):
-                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            self.selector.unregister(client.sock)
-            del self.clients[client.sock.fileno()]
-            client.sock.close()
-            return
-        if not self.open:
-            client.reply(refused="the worker template is stopping")
-        elif len(fds) != 4:
-            client.reply(refused="a request carries 4 descriptors")
-        else:
-            self._fork(json.loads(message), fds, client)
-        for fd in fds:
-            os.close(fd)
+            return None
+        return [(json.loads(message), fds)]
 
-    def _fork(self, request: dict[str, Any], fds: list[int], client: Client) -> None:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _worker(request, fds, self.kit)
-            finally:  # never back into this loop
-                os._exit(FAILED)
-        pidfd = os.pidfd_open(pid)
-        self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.running[pidfd] = pid, client
-        client.reply(started=pid)
+    def refusal(self, request: dict[str, Any], fds: list[int]) -> str | None:
+        return None if len(fds) == 4 else "a request carries 4 descriptors"
 
-    def _reap(self, pidfd: int) -> None:
-        pid, client = self.running.pop(pidfd)
-        _, status = os.waitpid(pid, 0)
-        self.selector.unregister(pidfd)
-        os.close(pidfd)
-        if client.sock.fileno() != -1:
-            client.reply(ended=pid, status=os.waitstatus_to_exitcode(status))
+    def reply(self, client: forks.Client, **fields: Any) -> None:
+        with contextlib.suppress(OSError):  # the client has gone: its workers are killed when its end is read
+            client.sock.send(json.dumps(fields).encode())
+
+    def child(self, request: dict[str, Any], fds: list[int]) -> NoReturn:
+        _worker(request, fds, self.kit)
 
 
 def main() -> None:

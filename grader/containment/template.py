@@ -33,7 +33,7 @@ from ..paths import GRADER
 from .limits import environment
 
 ADDRESS = "KIT_WARM_WORKERS"  # the socket of the template the gradings a process starts may fork workers from
-BESIDE = ("wire.py", "eager.py")  # the core modules the worker holds beside grader/confined's
+BESIDE = ("wire.py", "eager.py", "forks.py")  # the core modules the worker holds beside grader/confined's
 HOLDER = ("sleep", "infinity")  # what bubblewrap runs in a sandbox a worker is forked into
 STOP_SECONDS = 10.0
 

@@ -29,8 +29,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Protocol
 
 from ..containment import template

@@ -31,17 +31,15 @@ import importlib
 import json
 import os
 import pkgutil
-import selectors
 import signal
 import socket
 import sys
 import traceback
 from typing import Any, NoReturn
 
-from .. import eager
+from .. import eager, forks
 
 PR_SET_PDEATHSIG = 1
-FAILED = 70  # a session that could not start (EX_SOFTWARE); its log says why
 
 
 def warm() -> None:
@@ -65,7 +63,7 @@ def _session(request: dict[str, Any], start_folder: str) -> NoReturn:
     """In the forked child: become the judge session ``request`` asks for, and end with its status."""
     from . import session
 
-    status = FAILED
+    status = forks.FAILED
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         signal.signal(signal.SIGINT, signal.default_int_handler if request["interrupt"] else signal.SIG_IGN)
@@ -81,108 +79,42 @@ def _session(request: dict[str, Any], start_folder: str) -> NoReturn:
             sys.path[0] = os.getcwd()
         sys.argv = [session.__file__, *request["argv"]]
         if os.getppid() == 1:  # the zygote died before the parent-death signal was set
-            os._exit(FAILED)
+            os._exit(forks.FAILED)
         status = session.main(request["argv"])
     except BaseException:  # noqa: BLE001 - whatever stopped the session is its log's last word
         traceback.print_exc()
     session.end(status)
 
 
-class Client:
-    """One connection to the zygote and its unread bytes."""
+class Server(forks.Server):
+    """The zygote's loop (``forks.Server``): requests are JSON lines; one whose environment is not the
+    zygote's own is refused; a child becomes the judge session it asks for."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.pending = sock, b""
-
-    def reply(self, **fields: Any) -> None:
-        try:
-            self.sock.sendall((json.dumps(fields) + "\n").encode())
-        except OSError:  # the client has gone: its sessions are killed when its end is read
-            pass
-
-
-class Server:
-    """The zygote's loop: requests from every connection, sessions ended, the owner's stdin."""
+    stopping = "the warm judge is stopping"
 
     def __init__(self, listener: socket.socket, environ: dict[str, str]) -> None:
-        self.listener, self.environ, self.start_folder = listener, environ, os.getcwd()
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(0, selectors.EVENT_READ, "owner")
-        self.selector.register(listener, selectors.EVENT_READ, "listener")
-        self.clients: dict[int, Client] = {}  # by their socket's descriptor
-        self.running: dict[int, tuple[int, Client]] = {}  # the sessions: pidfd -> (pid, who asked for it)
-        self.open = True
+        super().__init__(listener)
+        self.environ, self.start_folder = environ, os.getcwd()
 
-    def serve(self) -> None:
-        """Until the owner's stdin ends and every session has ended."""
-        while self.open or self.running:
-            for key, _ in self.selector.select():
-                if key.data == "owner":
-                    if not os.read(0, 1 << 16):
-                        self._close_listener()
-                elif key.data == "listener":
-                    sock, _ = self.listener.accept()
-                    self.clients[sock.fileno()] = Client(sock)
-                    self.selector.register(sock, selectors.EVENT_READ, "client")
-                elif key.data == "client":
-                    self._read(self.clients[key.fd])
-                else:
-                    self._reap(key.fd)
-
-    def _close_listener(self) -> None:
-        self.open = False
-        self.selector.unregister(0)
-        self.selector.unregister(self.listener)
-        self.listener.close()
-
-    def _read(self, client: Client) -> None:
+    def receive(self, client: forks.Client) -> list[tuple[dict[str, Any], list[int]]] | None:
         try:
             chunk = client.sock.recv(1 << 16)
         except OSError:  # reset: the client went with replies unread
             chunk = b""
-        if not chunk:  # the client has gone: so do the sessions it asked for
-            for pidfd, (_, asker) in self.running.items():
-                if asker is client:
-                    with contextlib.suppress(ProcessLookupError):  # ended already, not yet reaped
-                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            self.selector.unregister(client.sock)
-            del self.clients[client.sock.fileno()]
-            client.sock.close()
-            return
-        client.pending += chunk
-        while b"\n" in client.pending:
-            line, client.pending = client.pending.split(b"\n", 1)
-            request = json.loads(line)
-            if not self.open:
-                client.reply(refused="the warm judge is stopping")
-            elif request.get("env") != self.environ:
-                client.reply(refused="another environment than the warm judge's")
-            else:
-                self._fork(request, client)
+        if not chunk:
+            return None
+        *lines, client.pending = (client.pending + chunk).split(b"\n")
+        return [(json.loads(line), []) for line in lines]
 
-    def _fork(self, request: dict[str, Any], client: Client) -> None:
-        pid = os.fork()
-        if pid == 0:
-            self.selector.close()
-            for pidfd in self.running:
-                os.close(pidfd)
-            for other in self.clients.values():
-                other.sock.close()
-            if self.open:
-                self.listener.close()
-            _session(request, self.start_folder)
-        pidfd = os.pidfd_open(pid)
-        self.selector.register(pidfd, selectors.EVENT_READ, pid)
-        self.running[pidfd] = pid, client
-        client.reply(started=pid)
+    def refusal(self, request: dict[str, Any], fds: list[int]) -> str | None:
+        return None if request.get("env") == self.environ else "another environment than the warm judge's"
 
-    def _reap(self, pidfd: int) -> None:
-        pid, client = self.running.pop(pidfd)
-        _, status = os.waitpid(pid, 0)
-        self.selector.unregister(pidfd)
-        os.close(pidfd)
-        if client.sock.fileno() != -1:  # still connected (a closed socket has no descriptor)
-            client.reply(ended=pid, status=os.waitstatus_to_exitcode(status))
+    def reply(self, client: forks.Client, **fields: Any) -> None:
+        with contextlib.suppress(OSError):  # the client has gone: its sessions are killed when its end is read
+            client.sock.sendall((json.dumps(fields) + "\n").encode())
+
+    def child(self, request: dict[str, Any], fds: list[int]) -> NoReturn:
+        _session(request, self.start_folder)
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """The layout is a picture of who trusts whom (CONTRIBUTING.md, "Layout"): every import between the
-zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py`` and ``grader/eager.py``) is
+zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``, ``grader/eager.py`` and ``grader/forks.py``) is
 exactly what the worker holds.
 
 A zone is a folder of ``grader/`` or ``core``, the modules at its top: the command line, options,
@@ -23,7 +23,8 @@ GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {
-    "confined": {"core.wire", "core.eager"},  # inside the sandbox: the wire format, eager and its own modules
+    # inside the sandbox: the wire format, eager, the zygote's loop (the template's) and its own modules
+    "confined": {"core.wire", "core.eager", "core.forks"},
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     # forks: following the workers the warm template forks
     "containment": {"core.wire", "core.backend", "core.options", "core.paths", "core.forks", "confined.config"},
