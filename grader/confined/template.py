@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import select
@@ -57,6 +58,8 @@ def preload() -> None:
     """Import what a worker imports before its submission (its ``import worker``), and einops."""
     import einops  # noqa: F401
     import worker  # noqa: F401 - torch, numpy, wire, dispatch, eager, kernels
+
+    gc.freeze()  # the workers' collections never walk (so never copy) the pages of what they share
 
 
 def _enter(holder: int, holder_pidfd: int) -> None:

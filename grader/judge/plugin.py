@@ -20,6 +20,7 @@ start after it fail, not run, with "P1 used up its time budget".
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,6 +175,11 @@ class Recorder:
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
         self.order = list(dict.fromkeys(o.problem for o in self.records.values() if not self.not_run_reason(o.gpu)))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Freeze what the session holds now (torch, the suites, their strategies): the garbage collector never
+        walks it again, only what the tests make (hypothesis collects before each test's first example)."""
+        gc.freeze()
 
     def not_run_reason(self, gpu: bool) -> str:
         """Why a test is not run in this session ("" when it is run): the other pass grades it."""

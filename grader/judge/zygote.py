@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -57,6 +58,7 @@ def warm() -> None:
     for module in pkgutil.iter_modules(drivers.__path__):
         importlib.import_module(f"{drivers.__name__}.{module.name}")
     optim_source._torch_fingerprints()
+    gc.freeze()  # the sessions' collections never walk (so never copy) the pages of what they share
 
 
 def _session(request: dict[str, Any], start_folder: str) -> NoReturn:
