@@ -47,7 +47,8 @@ def command(kit: Path, args: argparse.Namespace, out: Path) -> list[str]:
         return [sys.executable, "-P", "-m", "grader", "selfcheck", "--sections", "mutants", "--mutants", args.mutants,
                 "--jobs", "2"]
     return [sys.executable, "-P", "-m", "grader", "grade", str(kit / "solutions"), "--profile", args.profile,
-            "--gpu", args.gpu, "--out", str(out)] + (["--problems", args.problems] if args.problems else [])
+            "--gpu", args.gpu, "--jobs", str(args.jobs), "--out", str(out)] + (
+        ["--problems", args.problems] if args.problems else [])
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,10 +58,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--problems", help="e.g. P5,P6 (default: all)")
     parser.add_argument("--profile", choices=PROFILES, default="ci", help="hypothesis profile (default: ci)")
     parser.add_argument("--gpu", choices=GPU_MODES, default="auto")
+    parser.add_argument("--jobs", type=int, default=1, help="judge sessions of a grading (the quick start's: 2)")
     parser.add_argument("--mutants", help="time the kill matrix of these mutant ids or problems instead (e.g. P2,P3)")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     return args
 
 

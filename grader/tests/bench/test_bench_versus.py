@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from grader.bench import versus
 
 
@@ -12,7 +14,15 @@ def test_a_run_grades_the_kits_own_reference_with_the_options_given():
                              Path("/out.json"))
     assert command[1:5] == ["-P", "-m", "grader", "grade"]
     assert command[5] == "/kit/solutions" and command[-2:] == ["--problems", "P5"]
-    assert command[command.index("--gpu") + 1] == "off"
+    assert command[command.index("--gpu") + 1] == "off" and command[command.index("--jobs") + 1] == "1"
+
+
+def test_jobs_reach_the_grading_and_must_be_positive(capsys):
+    command = versus.command(Path("/kit"), versus.parse(["--base", "main", "--jobs", "2"]), Path("/out.json"))
+    assert command[command.index("--jobs") + 1] == "2"
+    with pytest.raises(SystemExit) as exited:
+        versus.parse(["--base", "main", "--jobs", "0"])
+    assert exited.value.code == 2 and "--jobs must be at least 1" in capsys.readouterr().err
 
 
 def test_with_mutants_a_run_is_their_kill_matrix():
