@@ -13,6 +13,11 @@ pass costs at least that, plus the workers it starts and the GPU tests themselve
 
     python -m grader.bench.batch_throughput                 # 6 copies, P1 only, ci profile
     python -m grader.bench.batch_throughput --copies 4 --problems '' --profile grading
+    python -m grader.bench.batch_throughput --base REV      # and an earlier revision, in turn
+
+``--base REV`` also grades the class with that revision of the kit (``git archive``), each ``--jobs`` with
+both kits in turn, and prints the ratios (this kit's over the base's): machines of one kind differ by up
+to 2x, so a change is judged by ratios taken in one run.
 
 Grading is real (``python -m grader grade`` per submission) unless ``--grade-command`` names
 another command taking the same arguments (the kit's tests use a fake one to check this script).
@@ -21,6 +26,7 @@ another command taking the same arguments (the kit's tests use a fake one to che
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import subprocess
@@ -32,6 +38,7 @@ from pathlib import Path
 
 from grader.classroom import batch
 from grader.bench.cputime import TreeCPU
+from grader.bench.versus import export
 from grader.grading.grade import hidden_suites, judge_command
 from grader.grading.judges import judge_environment
 from grader.submission import stage
@@ -58,14 +65,15 @@ class Run:
 
 
 def measure(tree: TreeCPU, folder: Path, out: Path, jobs: int, problems: list[str] | None,
-            command: tuple[str, ...], gpu: str = "off", profile: str = "ci") -> Run:
-    """Grade the class with ``grader batch`` in a process of its own, its whole tree counted by ``tree``."""
+            command: tuple[str, ...], gpu: str = "off", profile: str = "ci", kit: Path = KIT_ROOT) -> Run:
+    """Grade the class with ``grader batch`` of the kit in ``kit``, in a process of its own, its whole tree
+    counted by ``tree``."""
     call = (f"import sys; from grader.classroom import batch; from grader.options import GradingOptions; "
             f"sys.exit(batch.main({str(folder)!r}, out={str(out)!r}, jobs={jobs}, grade_command={command!r}, "
             f"options=GradingOptions(gpu={gpu!r}, profile={profile!r}, problems={problems!r})))")
     started, cpu = time.perf_counter(), tree.used()
-    code = tree.popen([sys.executable, "-c", call], cwd=KIT_ROOT, stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL).wait()
+    code = tree.popen([sys.executable, "-c", call], cwd=kit, env={**os.environ, "PYTHONPATH": str(kit)},
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait()
     run = Run(time.perf_counter() - started, tree.used() - cpu)
     if code != 0:
         raise SystemExit(f"grader batch --jobs {jobs} --gpu {gpu} exited with {code}")
@@ -91,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("ci", "grading"), default="ci", help="hypothesis profile")
     parser.add_argument("--submission", type=Path, default=KIT_ROOT / "solutions", help="the folder copied")
     parser.add_argument("--grade-command", default="", help="instead of python -m grader grade (tests)")
+    parser.add_argument("--base", help="also an earlier revision of the kit, in turn with this one")
     args = parser.parse_args(argv)
     problems = [p.strip().upper() for p in args.problems.split(",") if p.strip()] or None
     command = tuple(shlex.split(args.grade_command)) if args.grade_command else batch.GRADE_COMMAND
@@ -98,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
             folder = make_class(args.submission, args.copies, Path(tmp))
-            runs = {jobs: measure(tree, folder, Path(tmp) / f"out-{jobs}", jobs, problems, command,
-                                  profile=args.profile) for jobs in (1, 2)}
+            kits = {"": KIT_ROOT, **({args.base: export(args.base, Path(tmp) / "base")} if args.base else {})}
+            measured = {(name, jobs): measure(tree, folder, Path(tmp) / f"out-{jobs}-{index}", jobs, problems,
+                                              command, profile=args.profile, kit=kit)
+                        for jobs in (1, 2) for index, (name, kit) in enumerate(kits.items())}
+            runs = {jobs: measured["", jobs] for jobs in (1, 2)}
             gpu = {mode: measure(tree, folder, Path(tmp) / f"out-{mode}", 1, problems, command, mode, args.profile)
                    for mode in ("require", "only")} if batch._cuda_available() else {}
             floor = None if gpu or args.grade_command else gpu_pass_floor(tree, args.submission, Path(tmp))
@@ -110,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     for jobs in (1, 2):
         print(runs[jobs].line(f"CPU pass (--gpu off) --jobs {jobs}", args.copies))
     print(f"throughput ratio (--jobs 2 / --jobs 1): {runs[1].seconds / runs[2].seconds:.2f}")
+    if args.base:
+        for jobs in (1, 2):
+            base = measured[args.base, jobs]
+            print(base.line(f"{args.base}: CPU pass (--gpu off) --jobs {jobs}", args.copies))
+            print(f"  this kit / {args.base}, --jobs {jobs}: CPU {runs[jobs].cpu / base.cpu:.2f}x, "
+                  f"wall {runs[jobs].seconds / base.seconds:.2f}x")
+        print(f"{args.base}: throughput ratio (--jobs 2 / --jobs 1): "
+              f"{measured[args.base, 1].seconds / measured[args.base, 2].seconds:.2f}")
     if gpu:
         print(gpu["require"].line("whole grading (--gpu require)", args.copies))
         print(gpu["only"].line("GPU pass (--gpu only)", args.copies))

@@ -326,10 +326,12 @@ def test_real_grading_of_a_small_class(tmp_path):
     assert rows["bob"]["extra_data"]["batch"]["status"] == "error" and "no assignment package" in rows["bob"]["extra_data"]["grader_error"]
 
 
-def test_throughput_benchmark_reports_a_ratio():
-    run = subprocess.run([sys.executable, "-m", "grader.bench.batch_throughput", "--copies", "2",
+def test_throughput_benchmark_reports_a_ratio_and_a_base_revision_graded_in_turn():
+    run = subprocess.run([sys.executable, "-m", "grader.bench.batch_throughput", "--copies", "2", "--base", "HEAD",
                           "--grade-command", " ".join(FAKE_GRADE)], cwd=KIT, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr
-    assert "throughput ratio (--jobs 2 / --jobs 1): " in run.stdout
-    assert run.stdout.count("submissions/hour") >= 2 and "CPU-s per submission" in run.stdout
+    assert "\nthroughput ratio (--jobs 2 / --jobs 1): " in run.stdout and "CPU-s per submission" in run.stdout
+    assert run.stdout.count("submissions/hour") == 4, run.stdout
+    assert "this kit / HEAD, --jobs 1: CPU " in run.stdout and "this kit / HEAD, --jobs 2: CPU " in run.stdout
+    assert "HEAD: throughput ratio (--jobs 2 / --jobs 1): " in run.stdout
