@@ -25,6 +25,8 @@ class Usage:
     written_bytes: int  # bytes written through write(2) and the like (wchar, O_DIRECT too), exited children included
     page_faults: int  # page faults, minor and major, of every process of the tree, exited ones included
     source: str  # what counted CPU time and memory: "cgroup v1", "cgroup v2" or "process tree"
+    waited_seconds: float | None = None  # how long the live threads of the tree were ready to run but waited for
+    # a CPU (/proc/<pid>/task/<tid>/schedstat); None where the kernel does not keep it
 
 
 @dataclass(frozen=True)

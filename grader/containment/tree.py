@@ -21,11 +21,13 @@ left the process (page cache no process maps, or the disk itself): the memory te
 faults (a mapped page touched for the first time: what reading a file through mmap costs, which
 rchar does not see) come from the cgroup (``pgfault``: every task that ever ran in it), else from
 the tree walk (``minflt`` + ``majflt`` of each process with ``cminflt`` + ``cmajflt`` of its
-reaped children, from /proc/<pid>/stat).
+reaped children, from /proc/<pid>/stat). How long the tree's threads were ready to run but waited for a
+CPU comes from each live thread's /proc/<pid>/task/<tid>/schedstat (kernels with ``CONFIG_SCHED_INFO``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -156,6 +158,15 @@ def _faults(process: psutil.Process) -> int:
     return sum(int(fields[i]) for i in (7, 8, 9, 10))  # minflt cminflt majflt cmajflt
 
 
+def _waited(process: psutil.Process) -> float:
+    """Seconds the live threads of ``process`` waited on a run queue (/proc/<pid>/task/<tid>/schedstat)."""
+    total = 0
+    for task in os.listdir(f"/proc/{process.pid}/task"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            total += int(Path(f"/proc/{process.pid}/task/{task}/schedstat").read_text().split()[1])
+    return total / 1e9
+
+
 def _cpu(process: psutil.Process) -> float:
     times = process.cpu_times()
     return times.user + times.system + times.children_user + times.children_system
@@ -194,8 +205,8 @@ class Meter:
         if reset_peak:
             self._start_watch(tree, memory)
         return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, written_bytes=written,
-                     page_faults=faults,
-                     source=source)
+                     page_faults=faults, source=source,
+                     waited_seconds=_summed(tree, _waited) if os.path.exists("/proc/self/schedstat") else None)
 
     def close(self) -> None:
         self._stop_watch()

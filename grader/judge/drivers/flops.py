@@ -82,25 +82,54 @@ def cpu_timing(sub, device: str) -> Iterator[None]:
 
 @dataclass
 class Rounds:
-    """Per round: the judge's reference seconds per product, the submission's answer, and the
-    wall time the judge measured around the submission's call; the judge's CPU time per product
-    in each round, and the CPU time the worker's whole tree spent over all the rounds; per round,
-    the share of the call's wall time the judge kept the worker stopped (0: a round not paused)."""
+    """Per round: the judge's reference seconds per product, the submission's answer, the wall time
+    the judge measured around the submission's call, the judge's CPU time per product, the CPU time
+    the worker's tree spent in the call and how long its threads waited for a CPU (None where the
+    kernel does not say), and the share of the call's wall time the judge kept the worker stopped (0:
+    a round not paused)."""
 
     reference: list[float] = field(default_factory=list)
     student: list = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
     reference_cpu: list[float] = field(default_factory=list)
-    cpu: float = 0.0
+    spent: list[float] = field(default_factory=list)
+    waited: list[float | None] = field(default_factory=list)
     stopped: list[float] = field(default_factory=list)
+
+    @property
+    def cpu(self) -> float:
+        """The CPU time the worker's whole tree spent in all the calls."""
+        return sum(self.spent)
 
     def free(self) -> list[float]:
         """The answers of the rounds the judge did not pause."""
         return [value for value, share in zip(self.student, self.stopped) if not share]
 
-    def paused(self) -> list[tuple[float, float]]:
-        """(answer, share of the call's wall time stopped) of each paused round."""
-        return [(value, share) for value, share in zip(self.student, self.stopped) if share]
+    def paused(self) -> list[Paused]:
+        """The paused rounds."""
+        return [Paused(*row) for row in zip(self.student, self.wall, self.spent, self.waited, self.stopped) if row[4]]
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A paused round: the submission's answer, the call's wall time, the CPU time the worker's tree
+    spent in it and how long it waited for a CPU (None: not known), and the share of the call's wall
+    time the judge kept it stopped."""
+
+    answer: float
+    wall: float
+    spent: float
+    waited: float | None
+    stopped: float
+
+    def stretch(self) -> float:
+        """How many seconds of wall time a CPU-second of the worker took in this call, measured from
+        outside: over the share of the wall time it was not stopped, and over the share of a core it had
+        while ready to run (its CPU time over that plus its wait for a CPU; taken as a whole core where
+        the kernel does not say), or, where less, the call's wall time over the CPU time it spent (less
+        for a call that computed throughout, more for one that also slept)."""
+        core = self.spent / (self.spent + self.waited) if self.waited is not None and self.spent > 0 else 1.0
+        return min(self.wall / max(self.spent, 1e-9), 1 / (core * (1 - self.stopped)))
 
 
 def paused_call(sub, call: Callable[[], Any]) -> tuple[Any, float]:
@@ -108,15 +137,15 @@ def paused_call(sub, call: Callable[[], Any]) -> tuple[Any, float]:
     STOP_SECONDS stopped, over and over): its value and the share of its wall time the worker stood still."""
     done, stopped = threading.Event(), [0.0]
 
-    def stop_and_go() -> None:
+    def stop_and_go() -> None:  # counts only the time between the stop's delivery and the continue's sending
         while not done.wait(RUN_SECONDS):
-            begin = time.perf_counter()
             sub.pause(True)
+            begin = time.perf_counter()
             try:
                 done.wait(STOP_SECONDS)
             finally:
-                sub.pause(False)
                 stopped[0] += time.perf_counter() - begin
+                sub.pause(False)
 
     pauser = threading.Thread(target=stop_and_go, daemon=True)
     begin = time.perf_counter()
@@ -138,18 +167,20 @@ def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: 
     order = [False] * rounds + [True] * paused
     random.SystemRandom().shuffle(order)
     with cpu_timing(sub, device):
-        spent = sub.measure().cpu_seconds
         for pause in order:
             seconds, cpu = reference_seconds(m, k, n, dtype, device, reference_repeats)
             found.reference.append(seconds)
             found.reference_cpu.append(cpu)
-            begin = time.perf_counter()
             call = functools.partial(sub.call, target, *args, timeout=timeout, **kwargs)
+            before, begin = sub.measure(), time.perf_counter()
             value, share = paused_call(sub, call) if pause else (call(), 0.0)
-            found.student.append(value)
             found.wall.append(time.perf_counter() - begin)
+            after = sub.measure()
+            found.spent.append(after.cpu_seconds - before.cpu_seconds)
+            found.waited.append(None if after.waited_seconds is None or before.waited_seconds is None
+                                else max(0.0, after.waited_seconds - before.waited_seconds))
+            found.student.append(value)
             found.stopped.append(share)
-        found.cpu = sub.measure().cpu_seconds - spent
     return found
 
 

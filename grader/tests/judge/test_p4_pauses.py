@@ -1,0 +1,68 @@
+"""P4's paused rounds judge a timing by what the judge measures from outside in the same call
+(``Paused.stretch``: the pauses, and the share of a core the worker had while ready to run, from the
+CPU time it spent and how long it waited for a CPU), so that load on the machine neither helps a forecast
+nor hurts a timer of the products, and a call that also sleeps is judged by its products alone. Rounds
+are built as such calls measure: a product needs CPU seconds of CPU time, and a process that is ready to
+run gets a share ``core`` of a core during the 1 - ``stopped`` of the wall time it is not stopped."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.judge.drivers.flops import Rounds
+from grader.judge.hidden.test_p4_flops import assert_follows_pauses
+
+CPU, REPEATS = 0.0025, 32  # seconds of CPU time per 512^3 product; products per call
+
+
+def rounds(free: float, paused: float, spent: float, core: float, stopped: float, slept: float = 0.0,
+           told: bool = True) -> Rounds:
+    """Five unpaused rounds answering ``free`` and two paused ones answering ``paused``, each spending
+    ``spent`` CPU seconds (and sleeping ``slept`` seconds) with ``core`` of a core while ready to run; the
+    judge is ``told`` how long the worker waited for a CPU, or not (a kernel without schedstat)."""
+    found = Rounds()
+    for share in [0.0] * 5 + [stopped] * 2:
+        found.reference.append(CPU)
+        found.reference_cpu.append(CPU)
+        found.student.append(paused if share else free)
+        found.spent.append(spent)
+        found.waited.append(spent * (1 / core - 1) if told else None)
+        found.wall.append(spent / (core * (1 - share)) + slept)
+        found.stopped.append(share)
+    return found
+
+
+def honest(core: float, stopped: float, told: bool = True) -> Rounds:
+    """A timer of the products (three warm-up products first): it reports the wall time they took."""
+    return rounds(CPU / core, CPU / (core * (1 - stopped)), (REPEATS + 3) * CPU, core, stopped, told=told)
+
+
+def forecast(core: float, stopped: float, at: float) -> Rounds:
+    """One small product timed with ``at`` of a core, scaled up, then spun out on the CPU clock for the
+    products: it reports CPU / ``at``, paused or not (unpaused: forecast with twice that share)."""
+    return rounds(CPU / min(1.0, 2 * at), CPU / at, REPEATS * CPU / at, core, stopped)
+
+
+@pytest.mark.parametrize("told", [True, False])
+@pytest.mark.parametrize("core, stopped", [(1.0, 0.95), (0.3, 0.8), (0.5, 0.9)])
+def test_a_timer_of_the_products_follows_the_pauses_under_any_load(core, stopped, told):
+    assert_follows_pauses(honest(core, stopped, told), "time_matmul")
+
+
+@pytest.mark.parametrize("core, stopped, at", [(1.0, 0.95, 1.0), (0.3, 0.8, 0.3), (0.5, 0.9, 0.5)])
+def test_a_forecast_does_not_follow_them_under_load(core, stopped, at):
+    # (0.3, 0.8, 0.3): a machine that leaves the worker 30% of a core throughout, the judge's thread waking
+    # late (stopped 80% of the call). The forecast reports 3.3 products' CPU time: above a quarter of the CPU
+    # time over the share not stopped (1.25), which a check blind to the load passed, and twice its fastest
+    # unpaused answer.
+    with pytest.raises(AssertionError, match="a forecast does not"):
+        assert_follows_pauses(forecast(core, stopped, at), "time_matmul")
+
+
+@pytest.mark.parametrize("core", [1.0, 0.5])
+def test_a_call_that_also_sleeps_is_judged_by_its_products(core):
+    # One product timed (the pauses stretch it), the rest of the call slept through: 4 products' CPU time
+    # (with the warm-up) in 13 products' wall time, which wall time over CPU time alone would blame.
+    one = CPU / (core * 0.05)
+    found = rounds(CPU / core, one, 4 * CPU, core, 0.95, slept=9 * one)
+    assert_follows_pauses(found, "matmul_mfu")
