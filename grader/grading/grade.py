@@ -1,9 +1,9 @@
 """``grader grade``: grade one submission with the hidden suites, judged outside student code.
 
 The submission is staged into a private folder; judge sessions (pytest over the hidden suites
-with ``grader.judge.plugin``, one per group of problems, ``--jobs`` at a time, started by ``grading.judges``:
-as processes, or forked from a warm judge inside ``judges.warm()``) each drive their own sandboxed
-worker. Their reports (``grader.record.JudgeReport``) are merged into one ``GradingResult``, written as
+with ``grader.judge.plugin``, one per group of problems of about equal expected wall time (``split``),
+``--jobs`` at a time, started by ``grading.judges``: as processes, or forked from a warm judge inside
+``judges.warm()``) each drive their own sandboxed worker. Their reports (``grader.record.JudgeReport``) are merged into one ``GradingResult``, written as
 results.json and shown as a table.
 
 The budget is a wall for the whole grading: each judge session gets the time before it less a
@@ -162,9 +162,18 @@ def _session_report(exit_code: int, files: list[Path], path: Path, log: Path) ->
                        failed=f"grading of {', '.join(problems)} failed, regrade: {reason}")
 
 
-def _split(files: list[Path], jobs: int) -> list[list[Path]]:
-    groups = [files[i::jobs] for i in range(max(1, min(jobs, len(files))))]
-    return [group for group in groups if group]
+def split(files: list[Path], jobs: int) -> list[list[Path]]:
+    """``files`` in at most ``jobs`` groups of about equal wall time (``Problem.seconds``), each in the given
+    order: the longest first, each to the group with the least so far."""
+    groups: list[list[Path]] = [[] for _ in range(max(1, min(jobs, len(files))))]
+    for file in sorted(files, key=_seconds, reverse=True):
+        min(groups, key=lambda group: sum(map(_seconds, group))).append(file)
+    return [sorted(group, key=files.index) for group in groups if group]
+
+
+def _seconds(file: Path) -> float:
+    key = suite_problem(file.name)
+    return PROBLEMS[key].seconds if key else 1.0
 
 
 def _notes(reports: list[JudgeReport], tests: list[TestResult]) -> tuple[str, ...]:
@@ -209,7 +218,7 @@ def grade(submission: str | Path, options: GradingOptions | None = None, *, jobs
         package = stage(submission, workdir / "staged")
         run = _Run(options, deadline=started + options.budget_seconds - REPORT_SECONDS,
                    masks=(*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir))
-        reports = _run_judges(_split(files, jobs), package, workdir, run)
+        reports = _run_judges(split(files, jobs), package, workdir, run)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     tests = [TestResult.from_record(record) for report in reports for record in report.tests]

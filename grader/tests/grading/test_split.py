@@ -1,0 +1,37 @@
+"""``grader grade --jobs J`` groups the problems by their expected wall time (``Problem.seconds``): each
+suite once, in order within its group, and no group much longer than its share (taking them in turn
+put P4 and P2, P6, P8 together: 60% of the time in one of two sessions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.grading.grade import split
+from grader.problems import PROBLEMS, suite_file
+
+FILES = [Path("/hidden", suite_file(key)) for key in PROBLEMS]
+
+
+def seconds(group: list[Path]) -> float:
+    return sum(PROBLEMS[f"P{file.name[6]}"].seconds for file in group)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3, 8, 20])
+def test_each_suite_once_in_order(jobs):
+    groups = split(FILES, jobs)
+    assert len(groups) == min(jobs, len(FILES))
+    assert sorted(file for group in groups for file in group) == sorted(FILES)
+    assert all(group == sorted(group, key=FILES.index) for group in groups)
+
+
+def test_two_sessions_share_the_time():
+    total = seconds(FILES)
+    assert max(map(seconds, split(FILES, 2))) <= 0.55 * total
+
+
+def test_a_file_of_no_problem_counts_as_short():
+    other = Path("/hidden/test_extra.py")
+    groups = split([*FILES, other], 2)
+    assert sum(other in group for group in groups) == 1
