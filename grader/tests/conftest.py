@@ -13,7 +13,7 @@ HERE = Path(__file__).parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """With several test processes (``-n 2 --dist loadfile``) files are handed out in the order below:
+    """With several test processes (``-n 3 --dist loadfile``) files are handed out in the order below:
     pytest-xdist's own reordering (by the number of tests in a file) would start the longest last."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
