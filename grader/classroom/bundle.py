@@ -10,8 +10,10 @@ image, and ``run_autograder`` for every submission. The zip holds, at its root:
   drops root to a dedicated uid. A results.json exists even when the grader cannot start;
 - ``config.sh``: this bundle's settings; the environment overrides each one (and the paths), which
   is how the kit's tests run ``run_autograder`` in a fake layout;
-- ``kit/``: pyproject.toml, README.md and the grader with its hidden suites; no reference
-  solutions, stubs, public tests, mutant catalogs or the kit's own tests.
+- ``kit/``: pyproject.toml, README.md, the grader with its hidden suites, and what the diagnosis of a
+  failed test replays on: the reference solutions and the catalog of known mistakes (``setup.sh`` makes
+  the kit readable by root alone, and the worker's sandbox never holds the kit); no stubs, public tests or
+  the kit's own tests.
 
 The zip is reproducible: fixed order, fixed timestamps, the same bytes for the same kit.
 """
@@ -30,9 +32,8 @@ LEFT_OUT = (("tests",), ("bench",), ("classroom", "cluster"), ("release",))  # f
 
 
 def _left_out(parts: tuple[str, ...], path: Path) -> bool:
-    """Not bundled: the folders above, caches, and the catalog of known mistakes (it quotes the reference)."""
-    return (any(parts[:len(folder)] == folder for folder in LEFT_OUT) or "__pycache__" in parts
-            or path.suffix == ".pyc" or (parts[:1] == ("mistakes",) and path.suffix == ".toml"))
+    """Not bundled: the folders above and caches."""
+    return any(parts[:len(folder)] == folder for folder in LEFT_OUT) or "__pycache__" in parts or path.suffix == ".pyc"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 TESTED_TORCH = "torch==2.13.0"  # the version the kit's tests ran with; --torch changes it
 GRADESCOPE_MEMORY_MB, GRADESCOPE_SECONDS = 768, 600  # Gradescope's default container: 768 MB, 10 minutes
@@ -65,6 +66,7 @@ def _quote(value: str) -> str:
 def kit_files(kit: Path = KIT_ROOT) -> list[tuple[Path, str]]:
     """(file, name in the zip) for the kit's part of the bundle, sorted."""
     files = [(kit / name, f"kit/{name}") for name in ("pyproject.toml", "README.md")]
+    files += [(path, f"kit/solutions/{path.name}") for path in sorted((kit / "solutions").glob("*.py"))]
     for path in sorted((kit / "grader").rglob("*")):
         parts = path.relative_to(kit / "grader").parts
         if path.is_file() and not path.is_symlink() and not _left_out(parts, path):

@@ -61,6 +61,13 @@ def section_of(mutant: mistakes.Mutant, source: str) -> str:
 
 
 @cache
+def available() -> bool:
+    """Whether this kit holds what diagnosis replays on: the reference and the catalog (a kit without them
+    names no mistake rather than failing the grading)."""
+    return mistakes.SOLUTIONS.is_dir() and any(mistakes.CATALOG.glob("p*_*.toml"))
+
+
+@cache
 def catalog(problem: str) -> tuple[Mistake, ...]:
     """The known mistakes of ``problem`` (P1..P8) that a CPU judge can reproduce."""
     found = []
@@ -107,7 +114,7 @@ class Diagnoser:
         """The known mistakes whose variants reproduce the recorded behaviour (a problem of ``PROBES``: the
         ``submission``'s behaviour under its probe, as it bears on the hidden ``test``, a test function's
         name); empty: nothing known, also when it takes more than ``seconds``."""
-        if problem not in MEASURED:
+        if problem not in MEASURED or not available():
             return []
         deadline = time.monotonic() + seconds
         if problem in PROBES:

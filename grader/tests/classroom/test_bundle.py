@@ -54,17 +54,17 @@ def run_autograder(autograder: Path, **env: str) -> tuple[subprocess.CompletedPr
     return run, json.loads((autograder / "results" / "results.json").read_text())
 
 
-def test_bundle_holds_the_scripts_and_the_grader_but_no_reference(autograder_zip, tmp_path):
+def test_bundle_holds_the_scripts_the_grader_and_what_diagnosis_replays_on(autograder_zip, tmp_path):
     with zipfile.ZipFile(autograder_zip) as bundled:
         infos = {info.filename: info for info in bundled.infolist()}
     assert {"setup.sh", "run_autograder", "config.sh", "kit/pyproject.toml", "kit/README.md",
-            "kit/grader/grading/grade.py", "kit/grader/judge/hidden/pytest.ini"} <= set(infos)
+            "kit/grader/grading/grade.py", "kit/grader/judge/hidden/pytest.ini", "kit/solutions/memory.py",
+            "kit/grader/mistakes/p1_memory.toml"} <= set(infos)
     assert any(name.startswith("kit/grader/judge/hidden/test_p") for name in infos)
     for name in ("setup.sh", "run_autograder"):
         assert stat.S_IMODE(infos[name].external_attr >> 16) == 0o755
-    private = ("kit/solutions", "kit/assignment", "kit/tests", "kit/grader/tests")
-    leaked = [name for name in infos if name.startswith(private) or "__pycache__" in name
-              or (name.startswith("kit/grader/mistakes/") and name.endswith(".toml"))]
+    private = ("kit/assignment", "kit/tests", "kit/grader/tests")
+    leaked = [name for name in infos if name.startswith(private) or "__pycache__" in name]
     assert not leaked
     again = tmp_path / "again.zip"
     assert bundle.main(str(again)) == 0 and again.read_bytes() == autograder_zip.read_bytes()  # reproducible
@@ -79,6 +79,31 @@ def test_run_autograder_grades_the_submission_through_the_judge(autograder_zip, 
     assert all({"name", "score", "max_score", "status"} <= test.keys() for test in results["tests"])
     assert results["extra_data"]["isolation"], "the judge reports the isolation it obtained"
     assert results["extra_data"]["submission"] == str(autograder / "submission")
+
+
+def test_run_autograder_names_a_known_mistake_from_the_bundled_kit(autograder_zip, tmp_path):
+    # The bundled kit, not this checkout, is what run_autograder imports: a failed test's diagnosis replays
+    # on the reference and the catalog the bundle holds (without them, the judge session ended abnormally).
+    autograder = layout(tmp_path, autograder_zip, KIT / "solutions")
+    einsum = autograder / "submission" / "einsum.py"  # the reference with one function written again, wrongly
+    einsum.write_text(einsum.read_text() + "\n\n"
+                      + (KIT / "grader/tests/fixtures/mistakes/p3_einsum_pairwise_transposed.py").read_text())
+    run, results = run_autograder(autograder, KIT_GRADER_ARGS="--problems P3")
+    assert run.returncode == 0, run.stderr
+    assert not results["extra_data"]["grader_error"] and 0 < results["score"] < 12
+    assert any("p3-pairwise-output-transposed" in test["output"] for test in results["tests"])
+
+
+def test_a_kit_without_the_reference_names_no_mistake_and_grades_on(tmp_path, monkeypatch):
+    from grader import mistakes
+    from grader.judge import diagnosis
+
+    monkeypatch.setattr(mistakes, "SOLUTIONS", tmp_path / "solutions")
+    diagnosis.available.cache_clear()
+    try:
+        assert diagnosis.Diagnoser().diagnose("P3", diagnosis.Recording(), 10.0) == []
+    finally:
+        diagnosis.available.cache_clear()
 
 
 def test_run_autograder_reports_an_ungradable_submission(autograder_zip, tmp_path):
