@@ -79,3 +79,32 @@ def test_a_worker_configuration_crosses_as_json_and_refuses_other_keys():
     for changed in ({**json.loads(config.to_json()), "extra": 1}, {"workdir": "/w"}, [1]):
         with pytest.raises(ValueError, match="exactly the keys"):
             WorkerConfig.from_json(json.dumps(changed))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="the kernel keeps no schedstat")
+def test_the_tree_reading_counts_its_wait_for_a_cpu():
+    # P4's paused rounds read it (grader/judge/drivers/flops.py, Paused.stretch). A process that is always
+    # ready to run either runs or waits for a CPU, so its CPU time and its wait add up to the time that
+    # passed, however loaded the machine; sharing one CPU with two others, it waits at least half of it.
+    import subprocess
+    import time
+
+    from grader.containment.tree import Meter
+
+    cpu = min(os.sched_getaffinity(0))
+    spin = [sys.executable, "-c", f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 3\n"
+                                  "while time.time() < end: pass"]
+    processes = [subprocess.Popen(spin) for _ in range(3)]
+    try:
+        meter = Meter(processes[0].pid)
+        time.sleep(0.3)
+        before, begin = meter.read(), time.monotonic()
+        time.sleep(1.0)
+        after, passed = meter.read(), time.monotonic() - begin
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    waited = after.waited_seconds - before.waited_seconds
+    assert abs(after.cpu_seconds - before.cpu_seconds + waited - passed) < 0.2 * passed
+    assert waited > 0.5 * passed
