@@ -92,8 +92,8 @@ def test_the_tree_reading_counts_its_wait_for_a_cpu():
     from grader.containment.tree import Meter
 
     cpu = min(os.sched_getaffinity(0))
-    spin = [sys.executable, "-c", f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 3\n"
-                                  "while time.time() < end: pass"]
+    spin = [sys.executable, "-c", (f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 3\n"
+                                   "while time.time() < end: pass")]
     processes = [subprocess.Popen(spin) for _ in range(3)]
     try:
         meter = Meter(processes[0].pid)
