@@ -38,6 +38,7 @@ from ..backend import Usage
 from .cgroup import Cgroup
 
 SAMPLE_SECONDS = 0.001
+SCHEDSTAT = os.path.exists("/proc/self/schedstat")  # whether the kernel keeps each thread's wait for a CPU
 _HOST_SCRATCH = ("/tmp", "/dev/shm")
 
 
@@ -206,7 +207,7 @@ class Meter:
             self._start_watch(tree, memory)
         return Usage(cpu_seconds=cpu, memory_bytes=memory, peak_bytes=peak, read_bytes=read, written_bytes=written,
                      page_faults=faults, source=source,
-                     waited_seconds=_summed(tree, _waited) if os.path.exists("/proc/self/schedstat") else None)
+                     waited_seconds=_summed(tree, _waited) if SCHEDSTAT else None)
 
     def close(self) -> None:
         self._stop_watch()

@@ -3,8 +3,8 @@
 The submission is staged into a private folder; judge sessions (pytest over the hidden suites
 with ``grader.judge.plugin``, one per group of problems of about equal expected wall time (``split``),
 ``--jobs`` at a time, started by ``grading.judges``: as processes, or forked from a warm judge inside
-``judges.warm()``) each drive their own sandboxed worker. Their reports (``grader.record.JudgeReport``) are merged into one ``GradingResult``, written as
-results.json and shown as a table.
+``judges.warm()``) each drive their own sandboxed worker. Their reports (``grader.record.JudgeReport``) are
+merged into one ``GradingResult``, written as results.json and shown as a table.
 
 The budget is a wall for the whole grading: each judge session gets the time before it less a
 reserve (``_judge_budget``) and shares that among its problems (``grader.judge.budget``), so that a

@@ -10,7 +10,7 @@ import pytest
 
 from grader.confined.config import WorkerConfig
 from grader.containment import cgroup as cgroups
-from grader.containment import syscalls, uids
+from grader.containment import syscalls, tree, uids
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="containment is Linux's")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="uids are dedicated to workers only by root")
@@ -81,7 +81,7 @@ def test_a_worker_configuration_crosses_as_json_and_refuses_other_keys():
             WorkerConfig.from_json(json.dumps(changed))
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="the kernel keeps no schedstat")
+@pytest.mark.skipif(not tree.SCHEDSTAT, reason="the kernel keeps no schedstat")
 def test_the_tree_reading_counts_its_wait_for_a_cpu():
     # P4's paused rounds read it (grader/judge/drivers/flops.py, Paused.stretch). A process that is always
     # ready to run either runs or waits for a CPU, so its CPU time and its wait add up to the time that
@@ -89,14 +89,12 @@ def test_the_tree_reading_counts_its_wait_for_a_cpu():
     import subprocess
     import time
 
-    from grader.containment.tree import Meter
-
     cpu = min(os.sched_getaffinity(0))
     spin = [sys.executable, "-c", (f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 3\n"
                                    "while time.time() < end: pass")]
     processes = [subprocess.Popen(spin) for _ in range(3)]
     try:
-        meter = Meter(processes[0].pid)
+        meter = tree.Meter(processes[0].pid)
         time.sleep(0.3)
         before, begin = meter.read(), time.monotonic()
         time.sleep(1.0)

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from grader.grading.grade import split
-from grader.problems import PROBLEMS, suite_file
+from grader.problems import PROBLEMS, suite_file, suite_problem
 
 FILES = [Path("/hidden", suite_file(key)) for key in PROBLEMS]
 
 
 def seconds(group: list[Path]) -> float:
-    return sum(PROBLEMS[f"P{file.name[6]}"].seconds for file in group)
+    return sum(PROBLEMS[suite_problem(file.name)].seconds for file in group)
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3, 8, 20])
