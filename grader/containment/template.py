@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,16 +114,56 @@ def _messages(sock: socket.socket) -> Iterator[dict]:
 
 _connection: Connection | None = None
 _tried = False
+_owning = False  # inside ``own``
+_owned: tuple[Template, str] | None = None  # the template ``own`` let this process start, and its folder
 
 
 def connection() -> Connection | None:
-    """This process's connection to the template of ``KIT_WARM_WORKERS`` (made once), while it serves."""
+    """This process's connection (made once) to the template of ``KIT_WARM_WORKERS``, else, inside ``own``,
+    to one this process starts now; None where there is none, or it no longer serves."""
     global _connection, _tried
-    if not _tried and os.environ.get(ADDRESS):
+    if not _tried and (address := os.environ.get(ADDRESS) or _start_own()):
         _tried = True
         with contextlib.suppress(OSError):
-            _connection = Connection(os.environ[ADDRESS])
+            _connection = Connection(address)
     return _connection if _connection is not None and _connection.alive else None
+
+
+@contextlib.contextmanager
+def own() -> Iterator[None]:
+    """Within: where no template of ``KIT_WARM_WORKERS`` serves this process, the first worker that could fork
+    (``launch``) starts a template of this process's own, which the later ones fork from too (a single
+    grading's shared worker, P7's fresh loader, restarts, the diagnosis's reference: torch imported once,
+    its pages shared); it stops at the block's end. It starts on first need, not before: a worker graded
+    alone before it (P5's, whose torch lacks its optimizers) has ended by then, so two imports of torch
+    are never held at once."""
+    global _owning, _owned, _connection, _tried
+    _owning = True
+    try:
+        yield
+    finally:
+        _owning = False
+        owned, _owned = _owned, None
+        if owned is not None:
+            if _connection is not None:
+                _connection.close()
+            _connection, _tried = None, False
+            owned[0].stop()
+            shutil.rmtree(owned[1], ignore_errors=True)
+
+
+def _start_own() -> str | None:
+    """Inside ``own``, where workers can fork: start this process's template; its address."""
+    global _owned
+    if not _owning or not usable():
+        return None
+    folder = tempfile.mkdtemp(prefix="kit-template-")  # 0700: only this user may reach the socket
+    try:
+        _owned = (Template(Path(folder, "workers")), folder)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return _owned[0].path
 
 
 def holder(info_fd: int, seconds: float) -> tuple[int, int]:

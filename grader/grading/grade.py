@@ -26,7 +26,7 @@ from typing import Any
 
 from ..options import GradingOptions
 from ..paths import HIDDEN
-from ..problems import PROBLEMS, suite_file, suite_problem
+from ..problems import PROBLEMS, Problem, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from . import judges
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
@@ -163,17 +163,29 @@ def _session_report(exit_code: int, files: list[Path], path: Path, log: Path) ->
 
 
 def split(files: list[Path], jobs: int) -> list[list[Path]]:
-    """``files`` in at most ``jobs`` groups of about equal wall time (``Problem.seconds``), each in the given
-    order: the longest first, each to the group with the least so far."""
+    """``files`` in at most ``jobs`` groups of about equal wall time (``Problem.seconds``): the longest first,
+    each to the group with the least so far. In a group, problems graded in a worker of their own
+    (``Problem.own_worker``) come first, so that their worker has ended before the shared one starts (one
+    worker's memory at a time); the others keep the given order."""
     groups: list[list[Path]] = [[] for _ in range(max(1, min(jobs, len(files))))]
     for file in sorted(files, key=_seconds, reverse=True):
         min(groups, key=lambda group: sum(map(_seconds, group))).append(file)
-    return [sorted(group, key=files.index) for group in groups if group]
+    return [sorted(group, key=lambda file: (not _own_worker(file), files.index(file))) for group in groups if group]
+
+
+def _problem(file: Path) -> Problem | None:
+    key = suite_problem(file.name)
+    return PROBLEMS[key] if key else None
 
 
 def _seconds(file: Path) -> float:
-    key = suite_problem(file.name)
-    return PROBLEMS[key].seconds if key else 1.0
+    problem = _problem(file)
+    return problem.seconds if problem else 1.0
+
+
+def _own_worker(file: Path) -> bool:
+    problem = _problem(file)
+    return problem is not None and problem.own_worker
 
 
 def _notes(reports: list[JudgeReport], tests: list[TestResult]) -> tuple[str, ...]:

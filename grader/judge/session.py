@@ -16,12 +16,15 @@ import sys
 import pytest
 
 from .. import eager
+from ..containment import template
 
 
 def main(argv: list[str]) -> int:
-    """Run pytest with ``argv`` (``torch._dynamo`` deferred: nothing in a judge compiles); its exit status."""
+    """Run pytest with ``argv`` (``torch._dynamo`` deferred: nothing in a judge compiles; workers forked from one
+    template where they can, ``template.own``); its exit status."""
     eager.install()
-    return int(pytest.main(argv))
+    with template.own():
+        return int(pytest.main(argv))
 
 
 def end(status: int) -> None:

@@ -35,11 +35,13 @@ from .local import JUDGE, one_thread
 
 WARMUP = 3
 GPU_BUSY_SECONDS = 1.0  # long enough for the board's energy counter and a 10 ms utilization poll
-# While a paused call runs, the worker runs RUN_SECONDS, then stands still STOP_SECONDS, over and over:
-# it can run a thirtieth of the call's wall time at most (a tenth or so as the judge's thread wakes
-# late), however the machine is loaded: a scheduler that lets a stopped task catch up afterwards
-# cannot give it what it missed while stopped.
-RUN_SECONDS, STOP_SECONDS = 0.001, 0.029
+# While a paused call runs, the worker stands still STOP_SECONDS at a time, over and over, and runs in
+# between for as long as keeps its running share of the call's wall time (counted from each continue's
+# sending to the next stop's delivery) at RUNNING_SHARE: whatever a stop or a continue takes to send (a
+# cold worker's tree has more processes than a forked one's) and however late the judge's thread wakes, it
+# runs about a twelfth of the call however the machine is loaded: a scheduler that lets a stopped task
+# catch up afterwards cannot give it what it missed while stopped.
+RUNNING_SHARE, STOP_SECONDS = 0.08, 0.029
 
 
 def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, repeats: int) -> tuple[float, float]:
@@ -133,18 +135,22 @@ class Paused:
 
 
 def paused_call(sub, call: Callable[[], Any]) -> tuple[Any, float]:
-    """``call()`` while a judge thread stops and continues the worker's tree (RUN_SECONDS running,
-    STOP_SECONDS stopped, over and over): its value and the share of its wall time the worker stood still."""
+    """``call()`` while a judge thread stops and continues the worker's tree (STOP_SECONDS stopped at a time,
+    running RUNNING_SHARE of the time): its value and the share of its wall time the worker stood still."""
     done, stopped = threading.Event(), [0.0]
 
+    def running_left() -> float:  # before the next stop: the running share after it is RUNNING_SHARE
+        running = time.perf_counter() - begin - stopped[0]
+        return max(0.0, RUNNING_SHARE / (1 - RUNNING_SHARE) * (stopped[0] + STOP_SECONDS) - running)
+
     def stop_and_go() -> None:  # counts only the time between the stop's delivery and the continue's sending
-        while not done.wait(RUN_SECONDS):
+        while not done.wait(running_left()):
             sub.pause(True)
-            begin = time.perf_counter()
+            stop = time.perf_counter()
             try:
                 done.wait(STOP_SECONDS)
             finally:
-                stopped[0] += time.perf_counter() - begin
+                stopped[0] += time.perf_counter() - stop
                 sub.pause(False)
 
     pauser = threading.Thread(target=stop_and_go, daemon=True)

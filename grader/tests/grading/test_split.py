@@ -1,6 +1,7 @@
 """``grader grade --jobs J`` groups the problems by their expected wall time (``Problem.seconds``): each
-suite once, in order within its group, and no group much longer than its share (taking them in turn
-put P4 and P2, P6, P8 together: 60% of the time in one of two sessions)."""
+suite once, in order within its group after the problems graded in a worker of their own (P5: its worker
+ends before the shared one starts), and no group much longer than its share (taking them in turn put P4
+and P2, P6, P8 together: 60% of the time in one of two sessions)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,16 @@ def test_each_suite_once_in_order(jobs):
     groups = split(FILES, jobs)
     assert len(groups) == min(jobs, len(FILES))
     assert sorted(file for group in groups for file in group) == sorted(FILES)
-    assert all(group == sorted(group, key=FILES.index) for group in groups)
+    for group in groups:
+        own = [file for file in group if PROBLEMS[suite_problem(file.name)].own_worker]
+        assert group == own + sorted((file for file in group if file not in own), key=FILES.index)
+
+
+def test_a_problem_with_a_worker_of_its_own_comes_first():
+    own = [file for file in FILES if PROBLEMS[suite_problem(file.name)].own_worker]
+    assert own, "no problem is graded in a worker of its own"
+    (group,) = split(FILES, 1)
+    assert group[: len(own)] == own
 
 
 def test_two_sessions_share_the_time():

@@ -1,0 +1,62 @@
+"""A single grading's own worker template (``template.own``): started on the first worker that can fork, not
+before (a worker without library code, as P5's, starts cold and starts none), shared by the later workers
+(P7's fresh loader among them), stopped with its folder at the block's end; outside the block, workers start
+cold."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from grader.confined.config import Withheld
+from grader.containment import template
+from grader.containment.limits import Limits
+from grader.containment.worker import Worker
+from grader.forks import Forked
+from _workers import call
+from _workers import package  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.skipif(not template.usable(), reason="workers are forked only as root, with bubblewrap")
+FORKED = "forked from a warm template"
+WITHHELD = Withheld(covers={}, kernels=(), rule="withheld in this test")
+
+
+@pytest.fixture(autouse=True)
+def no_shared_template(monkeypatch):
+    """As in a single grading: no template of ``KIT_WARM_WORKERS`` serves this process."""
+    monkeypatch.delenv(template.ADDRESS, raising=False)
+    monkeypatch.setattr(template, "_connection", None)
+    monkeypatch.setattr(template, "_tried", False)
+
+
+def test_workers_of_a_block_fork_from_one_template_started_on_first_need(package):
+    limits = Limits(memory_bytes=1536 << 20, processes=64)
+    with template.own():
+        alone = Worker(package, limits).sibling(WITHHELD)  # as P5's: first, cold, and no template yet
+        assert call(alone, "ok", 1) == 1
+        assert FORKED not in alone.isolation["processes"] and template._owned is None
+        alone.close()
+        shared = Worker(package, limits)
+        assert call(shared, "ok", 2) == 2
+        owned, folder = template._owned
+        loader = shared.sibling()  # as P7's fresh loader
+        assert call(loader, "ok", 3) == 3
+        for worker in (shared, loader):
+            assert isinstance(worker._run.proc, Forked) and FORKED in worker.isolation["processes"]
+        assert template._owned == (owned, folder)  # one template for the block
+        loader.close()
+        shared.close()
+    assert owned.process.poll() is not None and not Path(folder).exists()
+    assert template._owned is None and template.connection() is None
+
+
+def test_outside_the_block_workers_start_cold(package):
+    worker = Worker(package, Limits(memory_bytes=1536 << 20, processes=64))
+    try:
+        assert call(worker, "ok", 4) == 4
+        assert FORKED not in worker.isolation["processes"] and template._owned is None
+    finally:
+        worker.close()
+    assert os.environ.get(template.ADDRESS) is None
