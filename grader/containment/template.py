@@ -10,7 +10,8 @@ template forks a process that enters that sandbox and forks the worker into it, 
 as a cold worker is confined (its dedicated uid, cgroup, limits, working copy and syscall filter), and
 shares torch's pages with the template and its siblings. Where it cannot (not root, no bubblewrap or
 cgroup, library code withheld: P5's worker must import a torch without its optimizers), or the template
-is gone, the worker starts cold, as it does outside such a block.
+is gone, the worker starts cold. A judge session with no such template starts one of its own on first need
+(``own``), so that a single grading's workers share torch's pages too.
 """
 
 from __future__ import annotations

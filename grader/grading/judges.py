@@ -14,7 +14,8 @@ that grading uses (``wait``, ``poll``, ``kill``, ``returncode``); signals reach 
 pidfd, so a pid reused after it ended is never hit; a grading that ends takes its forked sessions with it
 (the zygote kills the sessions of a closed connection); where no zygote can serve, sessions start as
 processes. The block also starts a warm worker template (``grader.containment.template``), whose address,
-``KIT_WARM_WORKERS``, judges keep: the workers of their gradings fork from it.
+``KIT_WARM_WORKERS``, judges keep: the workers of their gradings fork from it (outside a block, each judge
+session starts a template of its own on first need: ``template.own``).
 """
 from __future__ import annotations
 
