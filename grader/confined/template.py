@@ -46,6 +46,7 @@ else:  # run from the staged copy of grader/confined, beside wire.py, eager.py a
 
 FAILED = forks.FAILED  # a worker that could not be placed in its sandbox; its output says why
 PR_SET_PDEATHSIG = 1
+OOM_FIRST = 1000  # containment.tree.OOM_FIRST (this module runs staged, without the grader's package)
 # The holder's namespaces, entered in this order: the mount namespace last (its root becomes this one's).
 NAMESPACES = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "cgroup": 0x02000000, "pid": 0x20000000,
               "mnt": 0x00020000}
@@ -87,6 +88,9 @@ def _worker(request: dict[str, Any], fds: list[int], kit: str) -> NoReturn:
     status = FAILED
     try:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # Short of memory, the kernel ends the worker (which inherits this) before the judge or the template;
+        # written as root, it is also the floor the worker may lower it to.
+        Path("/proc/self/oom_score_adj").write_text(str(OOM_FIRST))
         request_fd, response_fd, output_fd, holder_pidfd = fds
         quiet = os.open(os.devnull, os.O_RDONLY)
         os.dup2(quiet, 0)

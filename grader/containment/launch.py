@@ -204,7 +204,7 @@ def _forked(forks: template.Connection, base: Path, limits: Limits, masks: list[
 
 def _place(placement: socket.socket, pid: int, cgroup: cgroups.Cgroup, seconds: float) -> None:
     """Move the worker's tree into its cgroup when it asks, before any student code runs (all
-    it starts later is born inside), then let it go on."""
+    it starts later is born inside; short of memory, the kernel ends it before the judge), then let it go on."""
     placement.settimeout(seconds)
     try:
         asked = placement.recv(1)
@@ -212,5 +212,6 @@ def _place(placement: socket.socket, pid: int, cgroup: cgroups.Cgroup, seconds: 
         asked = b""
     if asked:
         cgroup.place(tree.pids(pid))
+        tree.ends_first(tree.pids(pid))
         placement.sendall(b"g")
     placement.close()

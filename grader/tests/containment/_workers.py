@@ -53,6 +53,20 @@ def hog(gib=6):
     return len(hoard)
 
 
+def oom_score_adj(lower_to=None):
+    """This process's oom_score_adj, after trying to lower it to ``lower_to`` (the error's name if refused)."""
+    path = "/proc/self/oom_score_adj"
+    refused = None
+    if lower_to is not None:
+        try:
+            with open(path, "w") as stream:
+                stream.write(str(lower_to))
+        except OSError as exc:
+            refused = type(exc).__name__
+    with open(path) as stream:
+        return int(stream.read()), refused
+
+
 def balloon(where="memfd", gib=3):
     """Hold ``gib`` GiB outside the resident set: in a memfd, or in a file on a tmpfs."""
     if where == "memfd":

@@ -7,6 +7,7 @@ frames. Each must fail only its own call, leave nothing behind, and the next cal
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -42,6 +43,15 @@ def test_memory_cap_stops_the_worker(worker):
     with pytest.raises(WorkerFailure, match="MiB of memory"):
         call(worker, "hog", 6, timeout=60)
     assert call(worker, "ok") == 1
+
+
+def test_short_of_memory_the_kernel_ends_the_worker_first(worker):
+    """Where the judge places the worker (root, a cgroup): its oom_score_adj is the highest, and it cannot lower
+    it, so a container short of memory ends a worker, never the judge (which then grades on)."""
+    score, refused = call(worker, "oom_score_adj", 0)
+    if os.geteuid() != 0 or "cgroup" not in worker.isolation["memory"]:
+        pytest.skip("placed only as root, in a cgroup")
+    assert (score, refused) == (1000, "PermissionError")
 
 
 @pytest.mark.parametrize("where", ["memfd", "/tmp", "/dev/shm"])

@@ -23,7 +23,8 @@ from test_sandbox import test_isolation_is_reported_and_real, test_kernel_surfac
 from test_sandbox_limits import (test_a_misbehaving_call_fails_alone_and_the_next_one_works,  # noqa: F401
                                  test_an_answer_out_of_turn_restarts_the_worker, test_detached_processes_die_with_the_worker,
                                  test_memory_cap_stops_the_worker, test_output_flood_is_drained_and_truncated,
-                                 test_process_count_is_capped_and_all_die)
+                                 test_process_count_is_capped_and_all_die,
+                                 test_short_of_memory_the_kernel_ends_the_worker_first)
 
 pytestmark = pytest.mark.skipif(not template.usable(), reason="workers are forked only as root, with bubblewrap")
 
