@@ -5,8 +5,8 @@ whole process tree (page cache included) and whose CPU share may be half a core.
 installed bundle's ``run_autograder`` (``setup.sh`` already done under ``--root``) the same way,
 in a memory cgroup of ``--memory-mb`` (and a CPU quota of ``--cpus`` where the host's cgroups
 have the cpu controller), then prints the cgroup's peak memory (and the peak of what cannot be
-reclaimed, anonymous memory), whether the kernel killed a process for memory, the wall time and
-the score in results.json::
+reclaimed, anonymous memory), how many processes the kernel ended for memory meanwhile (counted for
+the whole host: run it alone), the wall time and the score in results.json::
 
     python -m grader.bench.container --root /tmp/gs/autograder --submission solutions
     python -m grader.bench.container --root /tmp/gs/autograder --submission S --memory-mb 1536 --cpus 1
@@ -70,6 +70,16 @@ def _anonymous_bytes(group: cgroups.Cgroup) -> int:
     return int(stat["anon"]) + int(stat["shmem"])
 
 
+def _oom_kills() -> int:
+    """Processes the kernel has ended for memory since boot (``/proc/vmstat``): a worker's cgroup, nested in
+    the container's and gone with the worker, keeps no count of its own to read afterwards."""
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == "oom_kill":
+            return int(value)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.container", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, required=True, help="the autograder root setup.sh installed into")
@@ -90,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copytree(args.submission, args.root / "submission")
     results = args.root / "results" / "results.json"
     env = {**os.environ, "AUTOGRADER_ROOT": str(args.root), "KIT_RESULTS": str(results)}
-    started = time.monotonic()
+    started, kills = time.monotonic(), _oom_kills()
     try:
         command = ["bash", str(args.root / "run_autograder")]
         if args.read_only_cgroups:
@@ -109,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             ended = f"exit {process.returncode}"
         stderr = process.communicate()[1]
         wall = time.monotonic() - started
-        peak, oom = _peak_bytes(group), group.oom_killed()
+        peak, oom = _peak_bytes(group), _oom_kills() - kills
     finally:
         group.remove()
         if cpu is not None:
@@ -120,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'no cgroup for the worker (read-only)' if args.read_only_cgroups else 'cgroups writable'}")
     print(f"run_autograder: {ended} after {wall:.0f} s; peak memory of the tree {peak / 2**20:,.0f} MiB "
           f"(page cache included), of which anonymous {anonymous / 2**20:,.0f} MiB at most; "
-          f"killed for memory: {'yes' if oom else 'no'}")
+          f"processes the kernel ended for memory: {oom or 'none'}")
     print(f"results.json: score {data.get('score')}, {len(data.get('tests', []))} entries, "
           f"grader error: {(data.get('extra_data') or {}).get('grader_error') or 'none'}")
     if stderr.strip():
