@@ -9,14 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+from _workers import call, package  # noqa: F401 - package: a fixture
 
 from grader.confined.config import Withheld
 from grader.containment import template
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
 from grader.forks import Forked
-from _workers import call
-from _workers import package  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.skipif(not template.usable(), reason="workers are forked only as root, with bubblewrap")
 FORKED = "forked from a warm template"
