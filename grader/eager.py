@@ -10,11 +10,6 @@ anything else (an attribute, a ``from torch._dynamo import ...`` of another name
 submodule: a submission that compiles, say) imports the real module in its place, at the point where it
 would have been imported without ``Deferred``; the functions ``disable`` had answered then ask the real
 module on their next call.
-
-``torch._check``, which meta kernels and many operators call, imports ``torch.fx.experimental.symbolic_shapes``
-(and with it sympy: about 33 MiB and half a CPU-second) on its first call, only for ``expect_true``, which
-returns a plain bool as it is. ``Shapes`` stands for that module the same way: it answers ``expect_true`` of a
-bool and imports the real module at the first use of anything else (a symbolic shape, compiling).
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ import types
 from typing import Any, Callable
 
 NAME = "torch._dynamo"
-SHAPES = "torch.fx.experimental.symbolic_shapes"
 CONFIG = f"{NAME}.config"  # the one submodule imported alone, without the package's __init__
 ANSWERED = frozenset({"graph_break", "is_compiling", "disable", "config"})
 _import = builtins.__import__
@@ -67,22 +61,6 @@ class Deferred(types.ModuleType):
         return getattr(load_real(), name)
 
 
-class Shapes(types.ModuleType):
-    """Stands for ``torch.fx.experimental.symbolic_shapes`` until more than ``expect_true`` of a bool is asked."""
-
-    def __init__(self) -> None:
-        super().__init__(SHAPES, __doc__)
-
-    def expect_true(self, a: Any, *args: Any, **kwargs: Any) -> Any:
-        """A plain bool as it is (as the real one returns it); anything else asks the real module."""
-        return a if isinstance(a, bool) else load_shapes().expect_true(a, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(load_shapes(), name)
-
-
 def _importing(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
     """``import``: the real ``torch._dynamo`` first wherever more than ``Deferred`` answers is imported."""
     if level == 0 and (name == NAME and any(item not in ANSWERED for item in fromlist or ())
@@ -92,24 +70,12 @@ def _importing(name: str, globals: Any = None, locals: Any = None, fromlist: Any
 
 
 def install() -> None:
-    """Put ``Deferred`` in place of ``torch._dynamo`` and ``Shapes`` in place of ``SHAPES``, each unless the real
-    module is loaded already."""
+    """Put ``Deferred`` in place of ``torch._dynamo``, unless the real module is loaded already."""
     import torch
-    import torch.fx.experimental
 
     if NAME not in sys.modules:
         sys.modules[NAME] = torch._dynamo = Deferred()
         builtins.__import__ = _importing
-    if SHAPES not in sys.modules:
-        sys.modules[SHAPES] = torch.fx.experimental.symbolic_shapes = Shapes()
-
-
-def load_shapes() -> types.ModuleType:
-    """The real ``SHAPES``, imported in place of ``Shapes`` if it stands there."""
-    with _loading:
-        if isinstance(sys.modules.get(SHAPES), Shapes):
-            del sys.modules[SHAPES]
-        return importlib.import_module(SHAPES)
 
 
 def load_real() -> types.ModuleType:

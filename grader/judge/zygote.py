@@ -50,6 +50,7 @@ def warm() -> None:
     import hypothesis  # noqa: F401
     import numpy  # noqa: F401
     import pytest  # noqa: F401
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401 - sympy: P4's meta kernels import it on their first call
 
     from . import drivers, plugin  # noqa: F401
     from .drivers import optim_source
