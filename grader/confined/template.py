@@ -28,6 +28,7 @@ import gc
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -181,8 +182,11 @@ class Server(forks.Server):
 
 
 def main() -> None:
+    """Serve until the owner's stdin ends and every worker has ended, then remove this template's folder (its
+    socket and its modules), also when the owner was killed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(fileno=int(sys.argv[1]))
     kit = os.path.dirname(os.path.abspath(__file__))
     preload()
     Server(listener, kit).serve()
+    shutil.rmtree(os.path.dirname(kit), ignore_errors=True)

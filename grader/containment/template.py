@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import select
 import shutil
 import socket
@@ -158,11 +159,10 @@ def _start_own() -> str | None:
     global _owned
     if not _owning or not usable():
         return None
-    folder = tempfile.mkdtemp(prefix="kit-template-")  # 0700: only this user may reach the socket
+    folder = Path(tempfile.gettempdir(), f"kit-template-{secrets.token_hex(8)}")  # made 0700, or refused if it exists
     try:
-        _owned = (Template(Path(folder, "workers")), folder)
+        _owned = (Template(folder), str(folder))
     except OSError:
-        shutil.rmtree(folder, ignore_errors=True)
         return None
     return _owned[0].path
 

@@ -1,7 +1,7 @@
 """A single grading's own worker template (``template.own``): started on the first worker that can fork, not
 before (a worker without library code, as P5's, starts cold and starts none), shared by the later workers
 (P7's fresh loader among them), stopped with its folder at the block's end; outside the block, workers start
-cold."""
+cold. A template removes its own folder when its owner is gone."""
 
 from __future__ import annotations
 
@@ -59,3 +59,13 @@ def test_outside_the_block_workers_start_cold(package):
     finally:
         worker.close()
     assert os.environ.get(template.ADDRESS) is None
+
+
+def test_a_template_removes_its_folder_when_its_owner_is_gone(tmp_path):
+    """A judge killed in the middle of a grading leaves no template folder behind: once the owner's end of its
+    stdin is closed (as at the owner's death) and its workers have ended, the template removes it."""
+    folder = tmp_path / "workers"
+    started = template.Template(folder)
+    assert (folder / "socket").exists()
+    started.stop()
+    assert started.process.returncode == 0 and not folder.exists()
