@@ -41,6 +41,10 @@ from ..paths import kit_pythonpath
 
 SESSION, ZYGOTE = "grader.judge.session", "grader.judge.zygote"
 SHARED = "KIT_WARM_JUDGE"  # the socket of the warm judge that the gradings a process starts may fork from
+# glibc's malloc maps blocks of this size or more on their own and unmaps them when freed. Left to itself it
+# raises that bound up to 32 MiB as such blocks are freed, and keeps what the judge's own forwards freed (P8's
+# activations, P4's products) in its heap afterwards: about 50 MiB more at a grading's end, beside its workers.
+MMAP_THRESHOLD = str(128 << 10)
 STOP_SECONDS = 10.0  # a zygote asked to stop is given this long to end (its sessions have ended by then)
 
 
@@ -116,11 +120,13 @@ _choosing = threading.Lock()
 
 def judge_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """A judge's environment: ``environ`` (default: this process's) with the kit first on PYTHONPATH, idle
-    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, no plugin loaded it does not name, no warm
-    judge's address, and no test of an outer pytest as its current one (a judge is a pytest run of its own)."""
+    OpenMP threads asleep unless ``OMP_WAIT_POLICY`` is given, large blocks handed back to the system when freed
+    unless ``MALLOC_MMAP_THRESHOLD_`` is given, no plugin loaded it does not name, no warm judge's address, and no
+    test of an outer pytest as its current one (a judge is a pytest run of its own)."""
     environ = {key: value for key, value in (os.environ if environ is None else environ).items()
                if key not in (SHARED, "PYTEST_CURRENT_TEST")}
-    return {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, **kit_pythonpath(environ), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return {"OMP_WAIT_POLICY": OMP_WAIT_POLICY, "MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD, **kit_pythonpath(environ),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 @contextlib.contextmanager

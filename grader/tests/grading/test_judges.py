@@ -188,6 +188,25 @@ def test_the_warm_judges_address_reaches_no_judge():
     assert twice["PYTHONPATH"] == os.pathsep.join([str(KIT_ROOT), "/elsewhere"])  # so a child's judge env is its parent's
 
 
+FREED = """
+import torch
+def anon():
+    return int(next(line for line in open("/proc/self/status") if line.startswith("RssAnon")).split()[1]) >> 10
+before = anon()
+torch.ones(4 << 20).sum()  # a 16 MiB block, mapped on its own and freed: glibc would raise its bound to 16 MiB
+kept = [torch.ones(1 << 19) for _ in range(32)]  # 64 MiB in 2 MiB blocks, as the activations of a forward
+del kept
+print(anon() - before)
+"""
+
+
+def test_a_judge_hands_back_the_large_blocks_it_frees():
+    """What a judge's own forwards freed (P8's activations) leaves its memory (glibc's own bound kept 32 MiB here)."""
+    kept = subprocess.run([sys.executable, "-c", FREED], env=judges.judge_environment(), capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert int(kept.stdout) < 8, f"{kept.stdout.strip()} MiB still held after the blocks were freed"
+
+
 def test_a_client_gone_with_replies_unread_leaves_the_warm_judge_serving(suite):
     """Its socket is reset rather than closed: the warm judge drops that client and serves the next."""
     with judges.warm():
