@@ -211,7 +211,8 @@ def _place(placement: socket.socket, pid: int, cgroup: cgroups.Cgroup, seconds: 
     except OSError:
         asked = b""
     if asked:
-        cgroup.place(tree.pids(pid))
-        tree.ends_first(tree.pids(pid))
+        placed = tree.pids(pid)
+        cgroup.place(placed)
+        tree.ends_first(placed)
         placement.sendall(b"g")
     placement.close()

@@ -117,7 +117,7 @@ def _messages(sock: socket.socket) -> Iterator[dict]:
 _connection: Connection | None = None
 _tried = False
 _owning = False  # inside ``own``
-_owned: tuple[Template, str] | None = None  # the template ``own`` let this process start, and its folder
+_owned: Template | None = None  # the template ``own`` let this process start
 
 
 def connection() -> Connection | None:
@@ -150,8 +150,8 @@ def own() -> Iterator[None]:
             if _connection is not None:
                 _connection.close()
             _connection, _tried = None, False
-            owned[0].stop()
-            shutil.rmtree(owned[1], ignore_errors=True)
+            owned.stop()
+            shutil.rmtree(Path(owned.path).parent, ignore_errors=True)  # where it was killed before removing it
 
 
 def _start_own() -> str | None:
@@ -161,10 +161,10 @@ def _start_own() -> str | None:
         return None
     folder = Path(tempfile.gettempdir(), f"kit-template-{secrets.token_hex(8)}")  # made 0700, or refused if it exists
     try:
-        _owned = (Template(folder), str(folder))
+        _owned = Template(folder)
     except OSError:
         return None
-    return _owned[0].path
+    return _owned.path
 
 
 def holder(info_fd: int, seconds: float) -> tuple[int, int]:

@@ -39,10 +39,8 @@ from .cgroup import Cgroup
 
 SAMPLE_SECONDS = 0.001
 SCHEDSTAT = os.path.exists("/proc/self/schedstat")  # whether the kernel keeps each thread's wait for a CPU
-_HOST_SCRATCH = ("/tmp", "/dev/shm")
-
-
 OOM_FIRST = 1000  # the highest oom_score_adj: the first process the kernel ends when memory runs out
+_HOST_SCRATCH = ("/tmp", "/dev/shm")
 
 
 def processes(root: int) -> list[psutil.Process]:

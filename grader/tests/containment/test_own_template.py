@@ -39,15 +39,16 @@ def test_workers_of_a_block_fork_from_one_template_started_on_first_need(package
         alone.close()
         shared = Worker(package, limits)
         assert call(shared, "ok", 2) == 2
-        owned, folder = template._owned
+        owned = template._owned
+        folder = Path(owned.path).parent
         loader = shared.sibling()  # as P7's fresh loader
         assert call(loader, "ok", 3) == 3
         for worker in (shared, loader):
             assert isinstance(worker._run.proc, Forked) and FORKED in worker.isolation["processes"]
-        assert template._owned == (owned, folder)  # one template for the block
+        assert template._owned is owned  # one template for the block
         loader.close()
         shared.close()
-    assert owned.process.poll() is not None and not Path(folder).exists()
+    assert owned.process.poll() is not None and not folder.exists()
     assert template._owned is None and template.connection() is None
 
 
