@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,6 +115,7 @@ def _messages(sock: socket.socket) -> Iterator[dict]:
         sock.close()
 
 
+_lock = threading.Lock()  # one connection, and one own template, for the threads that start workers at once
 _connection: Connection | None = None
 _tried = False
 _owning = False  # inside ``own``
@@ -122,13 +124,15 @@ _owned: Template | None = None  # the template ``own`` let this process start
 
 def connection() -> Connection | None:
     """This process's connection (made once) to the template of ``KIT_WARM_WORKERS``, else, inside ``own``,
-    to one this process starts now; None where there is none, or it no longer serves."""
+    to one this process starts now; None where there is none, or it no longer serves. Threads that ask at once
+    (P7's fresh loader starts beside the shared worker) get the same one."""
     global _connection, _tried
-    if not _tried and (address := os.environ.get(ADDRESS) or _start_own()):
-        _tried = True
-        with contextlib.suppress(OSError):
-            _connection = Connection(address)
-    return _connection if _connection is not None and _connection.alive else None
+    with _lock:
+        if not _tried and (address := os.environ.get(ADDRESS) or _start_own()):
+            _tried = True
+            with contextlib.suppress(OSError):
+                _connection = Connection(address)
+        return _connection if _connection is not None and _connection.alive else None
 
 
 @contextlib.contextmanager
@@ -144,12 +148,14 @@ def own() -> Iterator[None]:
     try:
         yield
     finally:
-        _owning = False
-        owned, _owned = _owned, None
+        with _lock:
+            _owning = False
+            owned, _owned = _owned, None
+            if owned is not None:
+                if _connection is not None:
+                    _connection.close()
+                _connection, _tried = None, False
         if owned is not None:
-            if _connection is not None:
-                _connection.close()
-            _connection, _tried = None, False
             owned.stop()
             shutil.rmtree(Path(owned.path).parent, ignore_errors=True)  # where it was killed before removing it
 

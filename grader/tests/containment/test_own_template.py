@@ -1,11 +1,14 @@
 """A single grading's own worker template (``template.own``): started on the first worker that can fork, not
 before (a worker without library code, as P5's, starts cold and starts none), shared by the later workers
-(P7's fresh loader among them), stopped with its folder at the block's end; outside the block, workers start
-cold. A template removes its own folder when its owner is gone."""
+(P7's fresh loader among them, also when it starts at the same time as the shared worker), stopped with its
+folder at the block's end; outside the block, workers start cold. A template removes its own folder when its
+owner is gone."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +53,44 @@ def test_workers_of_a_block_fork_from_one_template_started_on_first_need(package
         shared.close()
     assert owned.process.poll() is not None and not folder.exists()
     assert template._owned is None and template.connection() is None
+
+
+def test_workers_started_at_once_fork_from_one_template(package, monkeypatch):
+    """P7's fresh loader starts in a thread of its own while the shared worker starts: one template serves both
+    (two would each hold an import of torch)."""
+    started, real = [], template.Template
+
+    def slow_template(folder: Path) -> template.Template:
+        started.append(folder)
+        time.sleep(0.5)  # the other thread asks while this template starts
+        return real(folder)
+
+    monkeypatch.setattr(template, "Template", slow_template)
+    limits = Limits(memory_bytes=1536 << 20, processes=64)
+    workers, started_all, done = [Worker(package, limits) for _ in range(2)], threading.Barrier(3), threading.Event()
+
+    def start(worker: Worker) -> None:
+        try:
+            worker.start(30)
+        finally:
+            started_all.wait()
+            done.wait()  # a worker dies with the thread that started it (bubblewrap's --die-with-parent)
+
+    with template.own():
+        threads = [threading.Thread(target=start, args=(worker,)) for worker in workers]
+        for thread in threads:
+            thread.start()
+        try:
+            started_all.wait()
+            assert [call(worker, "ok", n) for n, worker in enumerate(workers)] == [0, 1]
+            assert len(started) == 1
+            assert all(FORKED in worker.isolation["processes"] for worker in workers)
+        finally:
+            for worker in workers:
+                worker.close()
+            done.set()
+            for thread in threads:
+                thread.join()
 
 
 def test_outside_the_block_workers_start_cold(package):
