@@ -3,7 +3,8 @@
 Runs ``python -m grader grade SUBMISSION --gpu off`` (the reference by default) in a cgroup of its own
 (``cputime``: the kernel counts the whole tree) and attaches ``py-spy record --subprocesses`` to it, so
 that the judge sessions and the workers behind bubblewrap are sampled too. Each sample is put in the
-process it was taken in (the grade command, a judge, a worker) and in the phase its innermost known frame
+process it was taken in (the grade command, a judge, a worker: started cold behind bubblewrap, or forked from a
+worker template, whose own imports count as the workers') and in the phase its innermost known frame
 belongs to (``PHASES``, searched from the leaf outwards: a tensor copied by the wire is the wire's, an
 import inside an oracle is an import).
 
@@ -71,8 +72,8 @@ def process_kind(argv: str) -> str:
         return "grade command"
     if "-m grader.judge.session" in argv or "-m pytest" in argv:
         return "judge"
-    if "confine.main()" in argv and "bwrap" not in argv.split(" ", 1)[0]:
-        return "worker"
+    if ("confine.main()" in argv or "template.main()" in argv) and "bwrap" not in argv.split(" ", 1)[0]:
+        return "worker"  # a forked worker (and the process between it and its template) keeps the template's argv
     return "other"
 
 

@@ -103,10 +103,11 @@ def check_patterns(sub, dtype: torch.dtype, patterns: list[int]) -> None:
     """Decode ``patterns`` in the worker and compare each with PyTorch (in the judge).
 
     One round trip for all: the judge has the worker map the submission's own ``decode_float``
-    over the patterns (``list(map(...))``, library code); if that raises, the patterns are sent
-    one call at a time, so the message names the first one that fails."""
-    dtypes = [dtype] * len(patterns)
+    over the patterns (``list(map(...))``, library code; the dtype repeated there, not sent once per
+    pattern); if that raises, the patterns are sent one call at a time, so the message names the
+    first one that fails."""
     try:
+        dtypes = sub.lib("itertools.repeat", dtype)
         got = sub.lib("builtins.list", sub.lib("builtins.map", sub.named("memory.decode_float"), patterns, dtypes),
                       timeout=120).read()
     except StudentError:

@@ -37,6 +37,14 @@ def test_each_sample_is_put_in_its_innermost_process():
     assert profile.process_kind("/venv/bin/python -m pytest hidden/test_p3.py -p grader.judge.plugin") == "judge"
 
 
+def test_a_worker_forked_from_a_template_is_a_worker():
+    """A forked worker keeps its template's argv; its samples are the workers', not "other"."""
+    template = 'process 14:"/venv/bin/python -I -c import sys; sys.path.insert(0, \'/tmp/kit-template-0a1b/_kit\'); import template; template.main() 5"'
+    raw = f"{GRADE};{JUDGE};{template};{template.replace('14', '15')};serve (/tmp/kit-template-0a1b/_kit/worker.py:85) 6\n"
+    assert [(sample.process, sample.count) for sample in profile.parse_raw(raw)] == [("worker", 6)]
+    assert profile.tally(profile.parse_raw(raw)) == Counter({("worker's answers", "worker"): 6})
+
+
 def test_the_innermost_frame_with_a_phase_decides():
     counts = profile.tally(profile.parse_raw(RAW))
     assert counts == Counter({("wire (encode, decode, pipes)", "worker"): 7, ("judge's oracles and tests", "judge"): 5,
