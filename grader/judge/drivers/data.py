@@ -321,22 +321,34 @@ def check_windows(tokens: np.ndarray, got: Any, batch: int, length: int, what: s
             f"{what}: {name} is {t.dtype} of shape {tuple(t.shape)}, expected torch.int64 of shape ({batch}, {length})")
     values = tokens.astype(np.int64)
     windows = np.lib.stride_tricks.sliding_window_view(values, length + 1)  # row s = tokens[s : s + L + 1]
-    distinct = len(np.unique(values)) == len(values)
-    position = {int(v): s for s, v in enumerate(values)} if distinct else {}
-    starts = []
-    for i in range(batch):
-        row_x, row_y = x[i].numpy(), y[i].numpy()
-        if distinct:  # the only candidate start is where x's first token sits
-            s = position.get(int(row_x[0]), len(windows))
-            ok = s < len(windows) and np.array_equal(windows[s, :-1], row_x) and np.array_equal(windows[s, 1:], row_y)
-            matches = np.array([s] if ok else [], dtype=np.int64)
-        else:
-            matches = np.flatnonzero((windows[:, :-1] == row_x).all(axis=1) & (windows[:, 1:] == row_y).all(axis=1))
-        assert matches.size, (
-            f"{what}: row {i} is x={row_x.tolist()[:8]}..., y={row_y.tolist()[:8]}..., which is not tokens[s:s+L], "
-            f"tokens[s+1:s+L+1] for any valid start 0 <= s <= len(tokens) - L - 1 = {len(values) - length - 1}")
-        starts.append(int(matches[0]))
-    return starts
+    rows_x, rows_y = x.numpy(), y.numpy()
+    starts = _starts(values, windows, rows_x, rows_y)
+    unmatched = np.flatnonzero(starts < 0)
+    i = int(unmatched[0]) if unmatched.size else 0
+    assert not unmatched.size, (
+        f"{what}: row {i} is x={rows_x[i].tolist()[:8]}..., y={rows_y[i].tolist()[:8]}..., which is not tokens[s:s+L], "
+        f"tokens[s+1:s+L+1] for any valid start 0 <= s <= len(tokens) - L - 1 = {len(values) - length - 1}")
+    return starts.tolist()
+
+
+def _starts(values: np.ndarray, windows: np.ndarray, rows_x: np.ndarray, rows_y: np.ndarray) -> np.ndarray:
+    """For each row, the first start s with x == tokens[s:s+L] and y == tokens[s+1:s+L+1] (``windows[s]``), or -1."""
+    found = np.full(len(rows_x), -1, dtype=np.int64)
+    if not len(windows):
+        return found
+    if not rows_x.shape[1]:  # rows of no tokens: every window matches
+        return np.zeros(len(rows_x), dtype=np.int64)
+    if len(np.unique(values)) == len(values):  # the only candidate start is where x's first token sits
+        order = np.argsort(values)
+        at = order[np.searchsorted(values[order], rows_x[:, 0]).clip(0, len(values) - 1)]
+        candidate = (values[at] == rows_x[:, 0]) & (at < len(windows))
+        s = np.where(candidate, at, 0)
+        ok = candidate & (windows[s, :-1] == rows_x).all(axis=1) & (windows[s, 1:] == rows_y).all(axis=1)
+        return np.where(ok, s, found)
+    for i, (row_x, row_y) in enumerate(zip(rows_x, rows_y)):
+        matches = np.flatnonzero((windows[:, :-1] == row_x).all(axis=1) & (windows[:, 1:] == row_y).all(axis=1))
+        found[i] = matches[0] if matches.size else -1
+    return found
 
 
 def chi_square_limit(dof: int, z: float = 5.2) -> float:
