@@ -30,7 +30,7 @@ from . import bubblewrap, syscalls, template, tree, uids
 from . import cgroup as cgroups
 from ..paths import PACKAGE
 from .limits import Limits, environment, interpreter_paths
-from .watchdog import RUNNING
+from .running import RUNNING
 
 EXCHANGE = "exchange"  # in the worker's working folder: see confine.py
 BOOT = "import sys; sys.path.insert(0, '_kit'); import confine; confine.main()"

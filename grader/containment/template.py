@@ -35,6 +35,7 @@ from pathlib import Path
 from ..forks import Forked, Forks
 from ..paths import GRADER
 from .limits import environment
+from .running import RUNNING
 
 ADDRESS = "KIT_WARM_WORKERS"  # the socket of the template the gradings a process starts may fork workers from
 BESIDE = ("wire.py", "eager.py", "forks.py")  # the core modules the worker holds beside grader/confined's
@@ -66,8 +67,6 @@ class Template:
     """A template process this process started, listening at ``folder/socket``."""
 
     def __init__(self, folder: Path) -> None:
-        from .watchdog import RUNNING  # here: it imports torch, which a grading's orchestration does not
-
         folder.mkdir(mode=0o700)
         kit = stage_kit(folder)
         self.path = str(folder / "socket")
@@ -83,8 +82,6 @@ class Template:
 
     def stop(self) -> None:
         """No more workers: the template ends once those running have."""
-        from .watchdog import RUNNING
-
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         try:

@@ -17,9 +17,9 @@ from typing import Callable
 
 from . import tree
 from .cgroup import Cgroup
+from .running import RUNNING
 
 PR_SET_CHILD_SUBREAPER = 36
-RUNNING: set[int] = set()  # the judge's running workers: one stopping spares the others' trees
 
 
 def become_subreaper() -> None:

@@ -32,7 +32,8 @@ from .channel import Broken, Channel
 from .launch import EXCHANGE, Launched, launch, syscall_filter
 from .limits import Limits, secret_paths
 from .output import Output
-from .watchdog import RUNNING, MemoryWatch, become_subreaper, kill_tree, reap_orphans
+from .running import RUNNING
+from .watchdog import MemoryWatch, become_subreaper, kill_tree, reap_orphans
 
 
 class Worker:

@@ -3,7 +3,9 @@
 The submission is staged into a private folder; judge sessions (pytest over the hidden suites
 with ``grader.judge.plugin``, one per group of problems of about equal expected wall time (``split``),
 ``--jobs`` at a time, started by ``grading.judges``: as processes, or forked from a warm judge inside
-``judges.warm()``) each drive their own sandboxed worker. Their reports (``grader.record.JudgeReport``) are
+``judges.warm()``, which a grading of more than one session opens itself where no warm judge serves it:
+one import of the judge's libraries and one worker template for all its sessions) each drive their own
+sandboxed worker. Their reports (``grader.record.JudgeReport``) are
 merged into one ``GradingResult``, written as results.json and shown as a table.
 
 The budget is a wall for the whole grading: each judge session gets the time before it less a
@@ -14,6 +16,8 @@ problems score 0 (``BUDGET_MESSAGE``).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -230,7 +234,10 @@ def grade(submission: str | Path, options: GradingOptions | None = None, *, jobs
         package = stage(submission, workdir / "staged")
         run = _Run(options, deadline=started + options.budget_seconds - REPORT_SECONDS,
                    masks=(*masks, workdir, Path(submission).resolve() if Path(submission).exists() else workdir))
-        reports = _run_judges(split(files, jobs), package, workdir, run)
+        groups = split(files, jobs)
+        shared = len(groups) > 1 and judges.SHARED not in os.environ  # a batch's gradings fork from the batch's
+        with judges.warm() if shared else contextlib.nullcontext():
+            reports = _run_judges(groups, package, workdir, run)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     tests = [TestResult.from_record(record) for report in reports for record in report.tests]
