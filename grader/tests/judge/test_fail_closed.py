@@ -1,7 +1,7 @@
 """The judge fails closed: a judge session that stops early (interrupted, killed) earns nothing.
 
-The first P1 test waits on a slow call; the judge session running it is sent a signal while
-the call is in flight. Its problems must come back as errors ("grading failed, regrade"), never
+The first P1 test waits on a slow call; the judge session running it (with ``jobs=2``, forked from the
+grading's own warm judge where sessions can fork) is sent a signal while the call is in flight. Its problems must come back as errors ("grading failed, regrade"), never
 as the points of the tests it did not run, while the other session's problem keeps its score.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from grader.grading import judges
 from grader.grading.grade import grade
 from grader.paths import KIT_ROOT as KIT
 
@@ -35,20 +36,24 @@ def slow(tmp_path_factory) -> Path:
     return root
 
 
-def _judge_of_p1() -> psutil.Process | None:
-    """The judge session (a child of this process) running the P1 suite, once its worker is up."""
-    for child in psutil.Process().children(recursive=True):
+def _judge_of_p1(started: list[tuple[list[str], judges.Session]]) -> psutil.Process | None:
+    """The judge session running the P1 suite (a process of its own, or forked from the grading's warm judge,
+    whose command line is the zygote's), once its worker is up."""
+    for command, session in started:
         try:
-            command = child.cmdline()
-            if "--judge-report" in command and any(a.endswith("test_p1_memory.py") for a in command) and child.children():
-                return child
+            if any(a.endswith("test_p1_memory.py") for a in command) and psutil.Process(session.pid).children():
+                return psutil.Process(session.pid)
         except psutil.Error:
             continue
     return None
 
 
-def _grade_and_signal(root: Path, signum: int):
+def _grade_and_signal(root: Path, signum: int, monkeypatch: pytest.MonkeyPatch):
     found: dict = {}
+    started: list[tuple[list[str], judges.Session]] = []
+    start = judges.start
+    monkeypatch.setattr(judges, "start", lambda command, *rest: started.append((command, start(command, *rest)))
+                        or started[-1][1])
     # A background job of a shell ignores SIGINT, and its children inherit that: give the judges
     # the default disposition, as an interactive terminal would.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -57,7 +62,7 @@ def _grade_and_signal(root: Path, signum: int):
             root / "sub", hidden=root / "hidden", jobs=2, call_seconds=120, profile="ci")))
         thread.start()
         deadline = time.monotonic() + 120
-        while (judge := _judge_of_p1()) is None and thread.is_alive() and time.monotonic() < deadline:
+        while (judge := _judge_of_p1(started)) is None and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert judge is not None, "the P1 judge session never started its worker"
         time.sleep(1.0)  # the slow call is in flight
@@ -69,8 +74,8 @@ def _grade_and_signal(root: Path, signum: int):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"])
-def test_a_stopped_judge_session_earns_nothing(slow, signum):
-    result = _grade_and_signal(slow, signum)
+def test_a_stopped_judge_session_earns_nothing(slow, signum, monkeypatch):
+    result = _grade_and_signal(slow, signum, monkeypatch)
     p1 = [t for t in result.tests if t.problem == "P1"]
     assert p1 and all(t.status == "error" for t in p1), [(t.name, t.status) for t in p1]
     assert sum(t.score for t in p1) == 0
