@@ -336,8 +336,6 @@ def _starts(values: np.ndarray, windows: np.ndarray, rows_x: np.ndarray, rows_y:
     found = np.full(len(rows_x), -1, dtype=np.int64)
     if not len(windows):
         return found
-    if not rows_x.shape[1]:  # rows of no tokens: every window matches
-        return np.zeros(len(rows_x), dtype=np.int64)
     if len(np.unique(values)) == len(values):  # the only candidate start is where x's first token sits
         order = np.argsort(values)
         at = order[np.searchsorted(values[order], rows_x[:, 0]).clip(0, len(values) - 1)]

@@ -52,8 +52,13 @@ def _grade_and_signal(root: Path, signum: int, monkeypatch: pytest.MonkeyPatch):
     found: dict = {}
     started: list[tuple[list[str], judges.Session]] = []
     start = judges.start
-    monkeypatch.setattr(judges, "start", lambda command, *rest: started.append((command, start(command, *rest)))
-                        or started[-1][1])
+
+    def recorded(command: list[str], *rest) -> judges.Session:
+        session = start(command, *rest)
+        started.append((command, session))
+        return session
+
+    monkeypatch.setattr(judges, "start", recorded)
     # A background job of a shell ignores SIGINT, and its children inherit that: give the judges
     # the default disposition, as an interactive terminal would.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
