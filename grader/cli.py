@@ -87,9 +87,10 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--full", action="store_true", help="grade every problem for every mutant")
     parser.add_argument("--quick", action="store_true", help="the attack subset CI runs (see README)")
     parser.add_argument("--mutants", type=lambda s: s.split(","), default=defaults["mutants"],
-                        help="only these mutant ids or problems (comma-separated)")
+                        help="only these mutant ids or problems (comma-separated; for the rules section: "
+                             "rule ids or problems)")
     parser.add_argument("--sections", type=arguments.sections, default=defaults["sections"],
-                        help="independence,reference,stubs,mutants,attacks,release (default: all)")
+                        help=f"{','.join(arguments.SECTIONS)} (default: all)")
     parser.add_argument("--gpu", action="store_true",
                         help="accept a GPU runner instead: reference 100 with every GPU test run, stubs 0, GPU-only "
                              "mutants killed, versions and GPU test times in one table (refuses without CUDA)")
@@ -142,9 +143,12 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--lms-assignment", default=lms.Export.assignment, help="the assignment's column name")
     parser.add_argument("--missing", choices=lms.MISSING, default=lms.Export.missing,
                         help="what error and missing rows get in the LMS file: left blank, or 0")
+    parser.add_argument("--provisional", choices=lms.PROVISIONAL, default=lms.Export.provisional,
+                        help="what provisional rows (GPU tests not run) get in the LMS file: left blank, or their "
+                             "total as it is; without it an LMS file with provisional rows is refused")
     return lambda a: importlib.import_module("grader.classroom.gradebook").main(
         a.folders, csv=a.csv, roster=a.roster, overrides=a.overrides, similarity=a.similarity,
-        lms=lms.Export(a.lms, a.lms_out, a.lms_assignment, a.missing) if a.lms else None)
+        lms=lms.Export(a.lms, a.lms_out, a.lms_assignment, a.missing, a.provisional) if a.lms else None)
 
 
 def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:

@@ -25,6 +25,7 @@ from ...grading.results import TestResult
 from .records import NO_SUBMISSION, NOT_IN_ROSTER, GradebookError, Record, number
 
 ORDER = {key: index for index, key in enumerate(PROBLEMS)}
+OVERRIDDEN = "by override"  # in the note of every overridden score
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Change:
     reason: str
 
     def note(self) -> str:
-        return f"{self.item} {number(self.before)} -> {number(self.after)} by override: {self.reason}"
+        return f"{self.item} {number(self.before)} -> {number(self.after)} {OVERRIDDEN}: {self.reason}"
 
 
 def _lines(path: Path, required: set[str], one_of: set[str] = frozenset()) -> list[tuple[str, dict[str, str]]]:

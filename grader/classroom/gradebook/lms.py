@@ -7,7 +7,10 @@
 - plain: ``student``, the roster's other columns as they are, ``points``, ``points_possible``.
 
 Points are the total out of the assignment's maximum. Error and missing rows are left blank (the
-LMS keeps what it has; nothing says 0 by mistake) unless ``--missing zero``.
+LMS keeps what it has; nothing says 0 by mistake) unless ``--missing zero``. A provisional row (GPU
+tests not run) is never posted as final by default: the export is refused (``ProvisionalRows``) until
+the instructor merges the GPU pass or chooses ``--provisional blank`` (left blank) or ``as-is`` (the
+total without the GPU tests); the plain file says which rows are provisional.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...problems import TOTAL_POINTS
-from .records import Record, number
+from .records import GradebookError, Record, number
 
 KINDS = ("canvas", "plain")
 MISSING = ("blank", "zero")
+PROVISIONAL = ("blank", "as-is")
 CANVAS_IDS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 POINTS_POSSIBLE = "Points Possible"
 
@@ -34,15 +38,27 @@ class Export:
     out: Path
     assignment: str = "Resource accounting"
     missing: str = "blank"
+    provisional: str | None = None  # what a provisional row gets: None refuses the export, else PROVISIONAL
 
     def points(self, record: Record) -> str:
-        if record.status == "graded":
-            return number(record.total)
-        return "0" if self.missing == "zero" else ""
+        if record.status != "graded":
+            return "0" if self.missing == "zero" else ""
+        return "" if record.provisional and self.provisional == "blank" else number(record.total)
+
+
+def refuse_provisional(records: list[Record], export: Export) -> None:
+    """GradebookError when a provisional row would be posted and the instructor has not said how."""
+    provisional = [r.student for r in records if r.status == "graded" and r.provisional]
+    if provisional and export.provisional is None:
+        names = ", ".join(provisional[:5]) + (f" and {len(provisional) - 5} more" if len(provisional) > 5 else "")
+        raise GradebookError(f"--lms {export.kind}: {len(provisional)} provisional rows (GPU tests not run: {names}) "
+                             f"would be posted as final; merge the GPU pass (grader batch --gpu only), or choose "
+                             f"--provisional blank (left blank) or --provisional as-is (the total without them)")
 
 
 def lms_text(records: list[Record], roster: dict[str, dict[str, str]], export: Export) -> str:
     """The export's CSV: one row per gradebook row, the roster's columns passed through."""
+    refuse_provisional(records, export)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     if export.kind == "canvas":
@@ -54,8 +70,9 @@ def lms_text(records: list[Record], roster: dict[str, dict[str, str]], export: E
                              export.points(record)])
     else:
         extra = list(dict.fromkeys(c for row in roster.values() for c in row if c != "student"))
-        writer.writerow(["student", *extra, "points", "points_possible"])
+        writer.writerow(["student", *extra, "points", "points_possible", "provisional"])
         for record in records:
             row = roster.get(record.student, {})
-            writer.writerow([record.student, *(row.get(c, "") for c in extra), export.points(record), TOTAL_POINTS])
+            writer.writerow([record.student, *(row.get(c, "") for c in extra), export.points(record), TOTAL_POINTS,
+                             str(record.status == "graded" and record.provisional).lower()])
     return buffer.getvalue()

@@ -7,6 +7,7 @@ import io
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from ...problems import PROBLEMS, TOTAL_POINTS
 from ..similarity.pairs import Review
@@ -48,9 +49,11 @@ def summary_text(records: list[Record], gaps: list[str], changes: list[Change],
         lines += ["", f"Totals of the graded rows: mean {statistics.fmean(scores):.2f}, median "
                       f"{number(statistics.median(scores))}, min {number(min(scores))}, max {number(max(scores))} "
                       f"(out of {TOTAL_POINTS}); error and missing rows are 0 in the CSV and left out here."]
-    lines += ["", "## Per problem", "", "| problem | graded | mean | max points | mean % |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {key} {module} | {n} | {mean:.2f} | {points} | {100 * mean / points:.1f} |"
-              for key, module, n, mean, points in problem_means(graded)]
+    lines += ["", "## Per problem", "", "Mean % and tests passed both leave tests not run (GPU tests without a GPU) out.",
+              "", "| problem | graded | mean | max points | mean % | tests passed | tests not run |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {m.key} {m.module} | {m.graded} | {m.mean:.2f} | {m.points} | {m.percent} | {m.rate} | {m.not_run} |"
+              for m in problem_means(graded)]
     lines += _tests_section([r for r in records if r.tests])
     lines += _mistakes_section([r for r in records if r.tests])
     lines += _problem_rows(records, gaps, changes)
@@ -58,13 +61,32 @@ def summary_text(records: list[Record], gaps: list[str], changes: list[Change],
     return "\n".join(lines) + "\n"
 
 
-def problem_means(graded: list[Record]) -> list[tuple[str, str, int, float, int]]:
-    """(problem, module, rows graded on it, mean score, its points) for each problem some row was graded on."""
+class ProblemMean(NamedTuple):
+    """One problem over the graded rows; ``percent`` and ``rate`` both leave tests not run out."""
+
+    key: str
+    module: str
+    graded: int  # rows graded on it
+    mean: float  # mean score
+    points: int
+    percent: str  # the scores' share of the points of the tests that ran ("-" when none ran)
+    rate: str  # tests passed / tests run
+    not_run: int  # tests not run (GPU tests without a GPU), over every row
+
+
+def problem_means(graded: list[Record]) -> list[ProblemMean]:
+    """Each problem some row was graded on, in order."""
     found = []
     for index, (key, problem) in enumerate(PROBLEMS.items()):
-        scores = [r.problems[index] for r in graded if r.problems[index] is not None]
-        if scores:
-            found.append((key, problem.module, len(scores), statistics.fmean(scores), problem.points))
+        rows = [r for r in graded if r.problems[index] is not None]
+        if rows:
+            tests = [t for r in rows for t in r.tests if t.problem == key]
+            ran = sum(t.points for t in tests if t.status != "not_run")
+            scores = [r.problems[index] or 0.0 for r in rows]
+            outcomes = {o: sum(t.status == o for t in tests) for o in ("passed", "failed", "not_run")}
+            found.append(ProblemMean(key, problem.module, len(rows), statistics.fmean(scores), problem.points,
+                                     f"{100 * sum(scores) / ran:.1f}" if ran else "-", pass_rate(outcomes),
+                                     outcomes["not_run"]))
     return found
 
 

@@ -11,9 +11,10 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from ...problems import PROBLEMS, TOTAL_POINTS
+from ..gradebook.inputs import OVERRIDDEN
 from ..gradebook.plots import histogram, problem_scores
-from ..gradebook.records import GradebookError, Record, number, read_results
-from ..gradebook.summary import counts, known_mistakes, most_failed, pass_rate, problem_means, tally_tests, totals
+from ..gradebook.records import NOT_IN_ROSTER, GradebookError, Record, number, read_results
+from ..gradebook.summary import counts, known_mistakes, most_failed, problem_means, tally_tests, totals
 from ..show import find, student_view
 from ..similarity.pairs import Review
 
@@ -24,17 +25,22 @@ body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 70em; 
 table { border-collapse: collapse; margin: .5em 0 1em; } td, th { border: 1px solid #ccc; padding: .2em .6em; }
 td.n { text-align: right; } .figures { display: flex; flex-wrap: wrap; gap: 1em; } .figures svg { max-width: 100%; height: auto; }
 pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; } .error { color: #a00; }
+.provisional { background: #fff3cd; padding: .5em; }
 </style></head><body>
 <h1>Class report</h1>
 <p id="mean">{{ count.graded + count.error + count.missing }} students: {{ count.graded }} graded, {{ count.error }} errors,
 {{ count.missing }} missing.{% if mean is not none %} Class mean <strong>{{ "%.2f"|format(mean) }}</strong> out of {{ total }}
 (median {{ median }}, graded rows only; error and missing rows are 0 in the gradebook).{% endif %}</p>
+{% if provisional %}<p class="provisional" id="provisional"><strong>Provisional:</strong> {{ provisional|length }} of
+{{ count.graded }} grades have GPU tests not run (flagged in the students' table); their totals are not final. Merge
+the GPU pass (grader batch --gpu only) before posting them.</p>{% endif %}
 <div class="figures">{{ histogram }}{{ problems }}</div>
 <h2>Per problem</h2>
-<table><tr><th>problem</th><th>graded</th><th>mean</th><th>points</th><th>mean %</th><th>tests passed</th></tr>
-{% for key, module, n, mean, points, rate in per_problem %}<tr><td>{{ key }} {{ module }}</td><td class="n">{{ n }}</td>
-<td class="n">{{ "%.2f"|format(mean) }}</td><td class="n">{{ points }}</td><td class="n">{{ "%.1f"|format(100 * mean / points) }}</td>
-<td class="n">{{ rate }}</td></tr>{% endfor %}</table>
+<p>Mean % and tests passed both leave tests not run (GPU tests without a GPU) out.</p>
+<table><tr><th>problem</th><th>graded</th><th>mean</th><th>points</th><th>mean %</th><th>tests passed</th><th>not run</th></tr>
+{% for m in per_problem %}<tr><td>{{ m.key }} {{ m.module }}</td><td class="n">{{ m.graded }}</td>
+<td class="n">{{ "%.2f"|format(m.mean) }}</td><td class="n">{{ m.points }}</td><td class="n">{{ m.percent }}</td>
+<td class="n">{{ m.rate }}</td><td class="n">{{ m.not_run }}</td></tr>{% endfor %}</table>
 <h2>Tests most often failed</h2>
 {% if failed %}<ol>{% for name, n in failed %}<li>{{ name }}: failed by {{ n }} of {{ judged }}</li>{% endfor %}</ol>
 {% else %}<p>No test failed.</p>{% endif %}
@@ -53,9 +59,10 @@ pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; } .error { colo
 {% for r in reviews %}<tr><td>{{ r.a }}</td><td>{{ r.b }}</td><td class="n">{{ "%.2f"|format(r.score) }}</td>
 <td class="n">{{ r.lines }}</td></tr>{% endfor %}</table>{% else %}<p>No pair to review.</p>{% endif %}
 <h2>Students</h2>
-<table><tr><th>student</th><th>total</th>{% for key in keys %}<th>{{ key }}</th>{% endfor %}<th>status</th></tr>
+<table><tr><th>student</th><th>total</th>{% for key in keys %}<th>{{ key }}</th>{% endfor %}<th>status</th><th>flags</th></tr>
 {% for r in records %}<tr><td><a href="#student-{{ r.student }}">{{ r.student }}</a></td><td class="n">{{ number(r.total) }}</td>
-{% for score in r.problems %}<td class="n">{{ number(score) }}</td>{% endfor %}<td>{{ r.status }}</td></tr>{% endfor %}</table>
+{% for score in r.problems %}<td class="n">{{ number(score) }}</td>{% endfor %}<td>{{ r.status }}</td>
+<td>{{ flags(r)|join(", ") }}</td></tr>{% endfor %}</table>
 {% for r in records %}<section id="student-{{ r.student }}"><h3>{{ r.student }}</h3>
 <pre>{{ feedback[r.student] }}</pre></section>{% endfor %}
 </body></html>
@@ -81,21 +88,31 @@ def _feedback(record: Record, folders: list[Path]) -> str:
     return f"{record.status}: {record.reason or f'grader show OUT_DIR {record.student} prints it (two passes: each folder)'}"
 
 
+def _flagger(pairs: list[Review]):
+    """A record's flags for the students' table: provisional, similar (to review), not in the roster, overridden."""
+    similar = {name for pair in pairs for name in (pair.a, pair.b)}
+
+    def flags(record: Record) -> list[str]:
+        return [flag for flag, on in (("provisional", record.status == "graded" and record.provisional),
+                                      ("similar", record.student in similar),
+                                      ("not in roster", NOT_IN_ROSTER in record.notes),
+                                      ("override", any(OVERRIDDEN in note for note in record.notes))) if on]
+    return flags
+
+
 def html(records: list[Record], folders: list[Path], pairs: list[Review], similarity: Path | None, out: Path) -> str:
     """The page for ``records``, read from ``folders``, with the similarity ``pairs`` of folder ``similarity``."""
     graded = [r for r in records if r.status == "graded"]
     judged = [r for r in records if r.tests]
     tally = tally_tests(judged)
-    rates = {key: pass_rate({o: sum(c[o] for name, c in tally.items() if name.split()[0] == key)
-                             for o in ("passed", "failed")}) for key in PROBLEMS}
     scores = totals(records)
     link = os.path.relpath(similarity / "similarity.html", out.resolve().parent) if similarity else None
     environment = Environment(autoescape=True)
     return environment.from_string(TEMPLATE).render(
-        count=counts(records), mean=statistics.fmean(scores) if scores else None,
+        count=counts(records), provisional=[r.student for r in graded if r.provisional], mean=statistics.fmean(scores) if scores else None,
         median=number(statistics.median(scores)) if scores else "", total=TOTAL_POINTS,
         histogram=_svg(histogram(records)), problems=_svg(problem_scores(records)),
-        per_problem=[(*row, rates[row[0]]) for row in problem_means(graded)], failed=most_failed(tally),
+        per_problem=problem_means(graded), failed=most_failed(tally),
         judged=len(judged), mistakes=known_mistakes(judged), unfinished=[r for r in records if r.status != "graded"],
-        similarity=link, reviews=pairs, keys=list(PROBLEMS), records=records, number=number,
+        similarity=link, reviews=pairs, keys=list(PROBLEMS), records=records, number=number, flags=_flagger(pairs),
         feedback={r.student: _feedback(r, folders) for r in records})

@@ -1,6 +1,7 @@
 """grader gradebook --lms: Canvas's gradebook-import columns (read back with the csv module), the
-roster's ids passed through, blank for error and missing rows unless --missing zero; a plain
-per-student CSV; the similarity pairs to review in the summary; bad options refused before work."""
+roster's ids passed through, blank for error and missing rows unless --missing zero; provisional rows
+refused until --provisional says what they get; a plain per-student CSV; the similarity pairs to review
+in the summary; bad options refused before work."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ ROSTER = ("student,Student,ID,SIS User ID,SIS Login ID,Section,email\n"
 
 @pytest.fixture
 def graded(tmp_path):
-    """alice graded 18 (12 + 6), bob an error row, carol in the roster with no submission."""
+    """alice graded 18 (12 + 6, provisional: a GPU test not run), bob an error row, carol in the roster with
+    no submission."""
     write(tmp_path / "run", "alice", GradingResult(tests=sample_results(p3=("passed", "failed"))))
     write(tmp_path / "run", "bob", GradingResult.failed("bob.zip", "not a readable zip file"))
     (tmp_path / "roster.csv").write_text(ROSTER)
@@ -43,7 +45,7 @@ def _rows(path) -> list[list[str]]:
 
 def test_canvas_export_has_canvas_columns_ids_and_blank_ungraded_rows(graded):
     assert _export(graded, "--lms", "canvas", "--lms-out", str(graded / "canvas.csv"),
-                   "--lms-assignment", "HW3 Resource accounting (4242)") == 0
+                   "--lms-assignment", "HW3 Resource accounting (4242)", "--provisional", "as-is") == 0
     header, possible, *students = _rows(graded / "canvas.csv")
     assert header == [*CANVAS_HEADER, "HW3 Resource accounting (4242)"]
     assert possible == ["Points Possible", "", "", "", "", str(TOTAL_POINTS)]
@@ -53,19 +55,40 @@ def test_canvas_export_has_canvas_columns_ids_and_blank_ungraded_rows(graded):
 
 
 def test_missing_zero_gives_error_and_missing_rows_zero(graded):
-    assert _export(graded, "--lms", "canvas", "--lms-out", str(graded / "canvas.csv"), "--missing", "zero") == 0
+    assert _export(graded, "--lms", "canvas", "--lms-out", str(graded / "canvas.csv"), "--missing", "zero",
+                   "--provisional", "as-is") == 0
     assert [row[-1] for row in _rows(graded / "canvas.csv")[2:]] == ["18", "0", "0"]
 
 
+@pytest.mark.parametrize("kind", ["canvas", "plain"])
+def test_provisional_rows_are_refused_until_the_instructor_says_what_they_get(graded, capsys, kind):
+    assert _export(graded, "--lms", kind, "--lms-out", str(graded / "lms.csv")) == 2
+    err = capsys.readouterr().err
+    assert "1 provisional rows (GPU tests not run: alice)" in err and err.count("\n") == 1
+    assert "--provisional blank" in err and "--provisional as-is" in err
+    assert not (graded / "lms.csv").exists() and not (graded / "gb.csv").exists()
+    assert _export(graded, "--lms", kind, "--lms-out", str(graded / "lms.csv"), "--provisional", "blank") == 0
+    alice = _rows(graded / "lms.csv")[2 if kind == "canvas" else 1]
+    assert alice[0] in ("Liddell, Alice", "alice") and "18" not in alice
+
+
+def test_a_class_without_provisional_rows_needs_no_choice(tmp_path):
+    complete = tuple(t for t in sample_results() if t.status != "not_run")
+    write(tmp_path / "run", "alice", GradingResult(tests=complete))
+    (tmp_path / "roster.csv").write_text(ROSTER)
+    assert _export(tmp_path, "--lms", "canvas", "--lms-out", str(tmp_path / "canvas.csv")) == 0
+    assert _rows(tmp_path / "canvas.csv")[2][-1] == "24"
+
+
 def test_plain_export_passes_every_roster_column_through(graded):
-    assert _export(graded, "--lms", "plain", "--lms-out", str(graded / "totals.csv")) == 0
+    assert _export(graded, "--lms", "plain", "--lms-out", str(graded / "totals.csv"), "--provisional", "as-is") == 0
     with open(graded / "totals.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
     assert list(rows[0]) == ["student", "Student", "ID", "SIS User ID", "SIS Login ID", "Section", "email",
-                             "points", "points_possible"]
-    assert [(r["student"], r["email"], r["points"], r["points_possible"]) for r in rows] == [
-        ("alice", "a@uni", "18", str(TOTAL_POINTS)), ("bob", "b@uni", "", str(TOTAL_POINTS)),
-        ("carol", "c@uni", "", str(TOTAL_POINTS))]
+                             "points", "points_possible", "provisional"]
+    assert [(r["student"], r["email"], r["points"], r["points_possible"], r["provisional"]) for r in rows] == [
+        ("alice", "a@uni", "18", str(TOTAL_POINTS), "true"), ("bob", "b@uni", "", str(TOTAL_POINTS), "false"),
+        ("carol", "c@uni", "", str(TOTAL_POINTS), "false")]
 
 
 def test_similarity_pairs_to_review_are_listed_in_the_summary_and_change_no_grade(graded):
@@ -86,6 +109,7 @@ def test_similarity_pairs_to_review_are_listed_in_the_summary_and_change_no_grad
     (["--lms", "moodle", "--lms-out", "x.csv"], "argument --lms: invalid choice: 'moodle'"),
     (["--lms", "canvas", "--lms-out", "x.txt"], "x.txt: expected a .csv file name"),
     (["--missing", "half"], "argument --missing: invalid choice: 'half'"),
+    (["--provisional", "final"], "argument --provisional: invalid choice: 'final'"),
 ])
 def test_bad_lms_options_are_refused_on_one_line_before_work(graded, capsys, args, message):
     assert _export(graded, *args) == 2

@@ -86,3 +86,27 @@ def test_the_page_loads_in_a_headless_browser_without_console_messages(out):
     broken.write_text((out / "report.html").read_text().replace("</body>", "<script>undefinedCall()</script></body>"))
     _, log = _browse(broken, out / "broken.png")
     assert [line for line in log.splitlines() if CONSOLE.search(line)]
+
+
+def _problem_row(page: str, key: str) -> list[str]:
+    """The cells of ``key``'s row in the per-problem table."""
+    row = re.search(rf"<tr><td>{key} \w+</td>(.*?)</tr>", page, re.S).group(1)
+    return re.findall(r'<td class="n">([^<]*)</td>', row)
+
+
+def test_provisional_grades_are_bannered_and_flagged_and_columns_agree_on_tests_not_run(out):
+    page = (out / "report.html").read_text()
+    assert 'id="provisional"' in page and "3 of\n3 grades have GPU tests not run" in page
+    assert "<td>graded</td>\n<td>provisional, similar</td>" in page  # alice: provisional, in a pair to review
+    # bob's perfect P3 and everyone's unrun P8: mean % and tests passed both leave the test not run out
+    graded, mean, points, percent, passed, not_run = _problem_row(page, "P8")
+    assert (percent, passed, not_run) == ("-", "-", "3")
+    assert _problem_row(page, "P1")[3:] == ["66.7", "66.7%", "0"]
+
+
+def test_a_class_with_every_test_run_has_no_banner(tmp_path):
+    complete = tuple(t for t in sample_results() if t.status != "not_run")
+    write(tmp_path / "run", "alice", GradingResult(tests=complete))
+    assert grader(["report", str(tmp_path / "run"), "--html", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="provisional"' not in page and _problem_row(page, "P3")[3:] == ["100.0", "100.0%", "0"]
