@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from pathlib import Path
 
 from .problems import PROBLEMS
@@ -63,6 +64,18 @@ def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
         what = f"unknown problem(s) {', '.join(bad)}" if bad else "no problem given"
         raise ValueError(f"{what}: use P1..P8, comma-separated")
     return list(keys)
+
+
+RULE_ID = re.compile(r"P\d+\.[a-z0-9]+(?:-[a-z0-9]+)*")  # a handout rule's id (tests/_rules.py): P5.skip-none-grad
+
+
+def rule_ids(ids: list[str] | tuple[str, ...]) -> list[str]:
+    """Handout rule ids: at least one, each shaped as ``P5.skip-none-grad`` (ValueError otherwise)."""
+    bad = [i for i in ids if not isinstance(i, str) or not RULE_ID.fullmatch(i)]
+    if bad or not ids:
+        raise ValueError(f"--rules: {'not a rule id: ' + ', '.join(map(repr, bad)) if bad else 'no rule given'} "
+                         "(ids look like P5.skip-none-grad)")
+    return list(ids)
 
 
 def _checked(check, value):
@@ -192,7 +205,7 @@ def readable_csv(text: str) -> Path:
     return path
 
 
-SECTIONS = ("independence", "reference", "stubs", "mutants", "attacks", "release")
+SECTIONS = ("independence", "reference", "stubs", "mutants", "rules", "attacks", "release")
 
 
 def sections(text: str) -> list[str]:

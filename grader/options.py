@@ -46,6 +46,7 @@ class GradingOptions:
     not_run: str = "exclude"  # how tests not run count in results.json (one of NOT_RUN_MODES)
     in_process: bool = False  # UNSAFE: student code runs in the judge (debugging the kit only)
     first_failure: bool = False  # each judge stops at its first failed test (mutation verdicts)
+    rules: tuple[str, ...] | None = None  # only the hidden tests that check these handout rules (a rule's kill); None: all
     diagnose: bool = True  # name the known mistake a failed test reproduces (off: verdicts alone, e.g. a kill matrix)
     isolation: str = "auto"  # one of ISOLATION_MODES; require-strong: refuse to grade without strong containment
 
@@ -63,6 +64,8 @@ class GradingOptions:
                 raise ValueError(f"--{name.replace('_', '-')}: {exc}") from None
         if self.call_seconds > self.budget_seconds:
             raise ValueError(f"--call-seconds {self.call_seconds:g} exceeds --budget-seconds {self.budget_seconds:g}")
+        if self.rules is not None:
+            object.__setattr__(self, "rules", tuple(arguments.rule_ids(self.rules)))
         if self.problems is not None:
             try:
                 keys = arguments.problems_value([str(key).upper() for key in self.problems])
@@ -95,8 +98,9 @@ class GradingOptions:
         if type(data) is not dict or data.get("version") != RECORD_VERSION or set(data) - {"version"} != names:
             raise ValueError(f"not a version-{RECORD_VERSION} grading options record")
         data.pop("version")
-        if data["problems"] is not None:
-            data["problems"] = tuple(data["problems"])
+        for name in ("problems", "rules"):
+            if data[name] is not None:
+                data[name] = tuple(data[name])
         return cls(**data)
 
     def to_argv(self) -> list[str]:

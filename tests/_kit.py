@@ -28,6 +28,8 @@ class NotImplementedYet(pytest.fail.Exception):
     """The failure of a test that reached a stub (counted as "not implemented", not shown one by one)."""
 
 
+RULES_CHECKED: list[str] = []  # the running test's handout rules, quoted (conftest.py sets them); failures show them
+
 SHOWN_IN_FULL = 16  # a tensor of at most this many elements is shown as a literal that rebuilds it
 
 
@@ -121,6 +123,7 @@ def complain(call: str, got: Any, expected: str, section: str, why: str = "", hi
         lines.append(f"hint:     {hint}")
     if where:
         lines.append(f"where:    your code raised it here (innermost last):\n{where}")
+    lines += [f"rule:     {rule}" for rule in RULES_CHECKED]
     lines.append(f"read:     handout.md, section '{section}'")
     raise pytest.fail.Exception("\n".join(lines), pytrace=False) from None  # no chained copy of a caught error
 

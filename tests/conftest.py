@@ -8,6 +8,7 @@ importable package; ``--impl PATH`` tests a submission folder (one that holds an
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import importlib
 import importlib.util
@@ -23,6 +24,8 @@ import pytest
 from hypothesis import Phase, settings
 
 import _eager
+import _kit
+import _rules
 from _kit import NotImplementedYet, shown_path
 
 # Derandomized: every run draws the same examples, so a failure comes back until it is fixed (no
@@ -45,11 +48,14 @@ NOT_IMPLEMENTED = "not implemented"
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--impl", default="assignment",
                      help="package name or submission folder to test (default: assignment)")
+    parser.addoption("--rule", action="append", default=[], metavar="ID",
+                     help="run only the tests that check this rule of handout.md (P5.skip-none-grad); repeatable")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     _eager.install()  # torch.optim would import torch._dynamo (about a second) on first use: nothing here compiles
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+    config.addinivalue_line("markers", "rule(*ids): the rules of handout.md this test checks; a failure quotes them")
     for problem, module in PROBLEMS.items():
         config.addinivalue_line("markers", f"{problem.lower()}: the public tests of {problem} ({module}.py): -m {problem.lower()}")
     config.stash[_IMPL] = _load_package(config.getoption("--impl"))
@@ -123,6 +129,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The names a test exercises matter only to -k: reading every test's code costs a tenth of a run.
     exercised = _Exercised(Path(list(config.stash[_IMPL].__path__)[0])) if config.getoption("keyword") else None
     skip = pytest.mark.skip(reason="not run: needs a GPU (graded on GPU runners)")
+    _select_rules(config, items)
     for item in items:
         problem = problem_of(item.path)
         if problem and isinstance(item, pytest.Function):
@@ -131,6 +138,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.extra_keyword_matches.update(exercised(item, PROBLEMS[problem]))
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip)
+
+
+def rules_of(item: pytest.Item) -> list[str]:
+    """The handout rule ids a test names with ``@pytest.mark.rule(...)``, in order."""
+    return list(dict.fromkeys(i for marker in item.iter_markers("rule") for i in marker.args))
+
+
+def _select_rules(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--rule ID``: keep only the tests that name one of the ids."""
+    wanted = set(config.getoption("rule"))
+    if wanted:
+        kept = [item for item in items if wanted & set(rules_of(item))]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
+@functools.cache
+def handout_rules() -> dict[str, _rules.Rule]:
+    """The rules of the handout beside ``tests/`` (none where it is missing)."""
+    handout = HERE.parent / "handout.md"
+    return _rules.read(handout) if handout.is_file() else {}
+
+
+def quoted_rules(item: pytest.Item) -> list[str]:
+    return [handout_rules()[i].quote() if i in handout_rules() else f"[{i}]" for i in rules_of(item)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """While a test runs, its failure messages quote the handout rules it checks (``rule:`` lines)."""
+    _kit.RULES_CHECKED[:] = quoted_rules(item)
+    try:
+        return (yield)
+    finally:
+        _kit.RULES_CHECKED.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failure that did not come through ``_kit.complain`` (a plain assert) quotes its rules in a section."""
+    report = yield
+    if report.failed and call.when == "call" and "rule:     [" not in report.longreprtext:
+        quotes = quoted_rules(item)
+        if quotes:
+            report.sections.append(("the handout rules this test checks", "\n".join(quotes)))
+    return report
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

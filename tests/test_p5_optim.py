@@ -270,6 +270,7 @@ def test_per_group_hyperparameters(optim, name):
     compare(got, want, f"{attr} with two param groups (lr 1e-28 and 0.2), 5 steps", f"optim.{attr}")
 
 
+@pytest.mark.rule("P5.skip-none-grad")
 @pytest.mark.parametrize("name", CASES)
 def test_params_without_grad_are_skipped(optim, name):
     attr, _, extra = CASES[name]

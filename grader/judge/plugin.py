@@ -33,6 +33,7 @@ from .diagnosis_schedule import Schedule
 from ..options import GradingOptions
 from ..problems import PROBLEMS, suite_problem
 from ..record import NOT_JUDGED, JudgeReport, TestRecord
+from ..rules import quote
 
 NOT_RUN_GPU = "not run: needs a GPU (graded on a GPU runner)"
 NOT_RUN_CPU = "not run: graded by the CPU pass (this pass, --gpu only, runs the GPU tests alone)"
@@ -64,6 +65,7 @@ def options_of(config: pytest.Config) -> GradingOptions:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): points this hidden test is worth")
     config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
+    config.addinivalue_line("markers", "rule(*ids): the handout rules this test checks; a failure quotes them")
     if options_of(config).first_failure:
         config.option.maxfail = 1
     if config.getoption("--submission"):
@@ -117,6 +119,11 @@ def points_of(item: pytest.Item) -> float:
     return float(marker.args[0])
 
 
+def rules_of(item: pytest.Item) -> tuple[str, ...]:
+    """The handout rule ids a hidden test names with ``@pytest.mark.rule(...)``, in order."""
+    return tuple(dict.fromkeys(i for marker in item.iter_markers("rule") for i in marker.args))
+
+
 def clean_message(longrepr: object) -> str:
     """The failure's own message: no source lines, no traceback, no assertion rewriting."""
     crash = getattr(longrepr, "reprcrash", None)
@@ -133,6 +140,7 @@ class Recorder:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.records: dict[str, TestRecord] = {}
+        self.rules: dict[str, tuple[str, ...]] = {}  # the handout rules each collected test checks
         self.submission: handle.Submission | None = None
         self.options = options_of(config)
         refuse_weak_isolation(self.options)
@@ -164,6 +172,11 @@ class Recorder:
         self.import_error = str(backend.import_error) if backend.import_error else ""
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if self.options.rules is not None:  # a rule's kill: only the tests that check it
+            kept = [item for item in items if set(rules_of(item)) & set(self.options.rules)]
+            self.config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+            items[:] = kept
+        self.rules = {item.nodeid: rules_of(item) for item in items}
         for item in items:
             problem, module = problem_of(item)
             doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
@@ -207,6 +220,8 @@ class Recorder:
         if report.failed and record.status != "failed":
             record.status = "failed"
             record.message = clean_message(report.longrepr)
+            if self.rules.get(report.nodeid):
+                record.message += "\n" + quote(self.rules[report.nodeid])
             if report.when != "call":
                 record.message = f"(during {report.when}) {record.message}"
             elif self.diagnosis is not None and self.submission is not None:

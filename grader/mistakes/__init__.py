@@ -8,8 +8,9 @@ One TOML file per problem (``p<N>_<module>.toml``) lists ``[[mutant]]`` tables w
 --gpu`` on a GPU runner, left out of the CPU kill matrix). Each is also a known mistake that
 feedback names (``grader.judge.diagnosis``): optional ``misconception`` (the mistake in one sentence a
 student understands; the description when absent), ``section`` (the ``module.Name`` heading of
-handout.md that explains it; by default the reference's top-level definition holding ``find``)
-and ``diagnose = false`` (never named). ``materialize`` writes a submission
+handout.md that explains it; by default the reference's top-level definition holding ``find``),
+``diagnose = false`` (never named) and ``rules`` (the handout rule ids it breaks, ``["P5.skip-none-grad"]``:
+the rule map asks a public and a hidden test of each rule to kill it, ``grader.selfproof.rulemap``). ``materialize`` writes a submission
 folder with that one edit applied.
 """
 
@@ -39,6 +40,7 @@ class Mutant:
     misconception: str = ""
     section: str = ""
     diagnose: bool = True
+    rules: tuple[str, ...] = ()
 
     def apply(self, source: str) -> str:
         count = source.count(self.find)
@@ -58,7 +60,8 @@ def load(catalog: Path = CATALOG) -> list[Mutant]:
                                   description=entry["description"], find=entry["find"], replace=entry["replace"],
                                   gpu=bool(entry.get("gpu", False)),
                                   misconception=entry.get("misconception", entry["description"]),
-                                  section=entry.get("section", ""), diagnose=bool(entry.get("diagnose", True))))
+                                  section=entry.get("section", ""), diagnose=bool(entry.get("diagnose", True)),
+                                  rules=tuple(entry.get("rules", ()))))
     ids = [m.id for m in mutants]
     if len(ids) != len(set(ids)):
         raise CatalogError(f"duplicate mutant ids: {sorted({i for i in ids if ids.count(i) > 1})}")

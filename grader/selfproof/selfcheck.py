@@ -3,8 +3,9 @@
 1. The reference scores every point that can run here (GPU points "not run" without CUDA).
 2. The stubs are current and score 0.
 3. Every mutant loses points in its own problem and in no other (the kill matrix).
-4. Every hostile submission gains nothing and the grader survives it (grader.selfproof.hostile.check).
-5. The student release builds and leaks nothing.
+4. Every rule of the handout has a public test, a hidden test and a mutant both kill (``rulemap``).
+5. Every hostile submission gains nothing and the grader survives it (grader.selfproof.hostile.check).
+6. The student release builds and leaks nothing.
 
 Mutants are graded on their own problem only: problems are independent (each hidden suite
 calls only its own module, and no reference module imports another problem's module; both
@@ -27,6 +28,7 @@ from rich.table import Table
 from .. import mistakes
 from ..grading import judges
 from ..grading.grade import grade
+from ..arguments import SECTIONS
 from ..paths import ASSIGNMENT, HIDDEN, KIT_ROOT, SOLUTIONS
 from ..problems import MODULES, PROBLEMS, suite_file
 from ..grading.results import GradingResult
@@ -149,6 +151,26 @@ def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[st
     return bad == 0
 
 
+def check_rules(jobs: int, only: list[str] | None) -> bool:
+    """The rule map: no gap, and every CPU mutant of a rule killed by that rule's public and hidden tests
+    (``only``: the rules of these problems, or these rule ids)."""
+    from .rulemap import RuleMap, kills
+
+    rule_map = RuleMap.of_kit()
+    gaps = rule_map.gaps(only)
+    verdicts = kills(rule_map, jobs, only)
+    table = Table(title=f"rule map: {len(rule_map.selected(only))} rules of handout.md")
+    for column in ("rule", "public", "hidden", "mutant", "status"):
+        table.add_column(column, overflow="fold")
+    for *cells, status in rule_map.table(verdicts, only):
+        table.add_row(*cells, f"[{'green' if status in ('killed', 'mapped') or status.startswith('gpu') else 'red'}]"
+                              f"{status}[/]")
+    console.print(table)
+    for line in gaps:
+        console.print(f"[red]rules[/]: {line}")
+    return not gaps and all(v == "killed" or v.startswith("gpu") for v in verdicts.values())
+
+
 def check_release() -> bool:
     from ..release import ReleaseError, build
 
@@ -174,7 +196,7 @@ def print_isolation() -> None:
 def main(*, jobs: int = 2, full: bool = False, quick: bool = False, mutants: list[str] | None = None,
          sections: list[str] | None = None) -> int:
     """Run the proof; 0 only when every section holds."""
-    wanted = sections or ["independence", "reference", "stubs", "mutants", "attacks", "release"]
+    wanted = sections or list(SECTIONS)
     verdicts: dict[str, bool] = {}
     print_isolation()
     if "independence" in wanted:
@@ -190,6 +212,8 @@ def main(*, jobs: int = 2, full: bool = False, quick: bool = False, mutants: lis
             verdicts["stubs"] = check_stubs(jobs)
         if "mutants" in wanted and reference is not None:
             verdicts["mutants"] = check_mutants(reference, jobs, full, mutants)
+        if "rules" in wanted:
+            verdicts["rules"] = check_rules(jobs, mutants)
     if "attacks" in wanted:
         from .hostile import check as attacks
 

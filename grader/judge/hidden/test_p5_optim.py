@@ -196,6 +196,7 @@ def test_per_group_hyperparameters(sub, case, seed):
             f"(from {trace[0].flatten()[:3].tolist()} to {trace[-1].flatten()[:3].tolist()}): use each group's own lr")
 
 
+@pytest.mark.rule("P5.skip-none-grad")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(case=kinds_and_hyperparameters(), pattern=st.lists(st.sets(st.integers(0, 2)), min_size=8, max_size=8),
