@@ -13,6 +13,7 @@ proved by ``grader selfcheck --gpu`` on a GPU runner.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -143,38 +144,48 @@ def named_in_solutions(solutions: Path = SOLUTIONS) -> dict[str, list[str]]:
     return found
 
 
-def public_kills(mutant: mistakes.Mutant, rule: str, package: Path) -> bool:
-    """Whether the public tests of ``rule`` fail on ``package`` (the mutant's submission)."""
+def _functions(nodeids: list[str]) -> set[tuple[str, str]]:
+    """(file name, test function) of each node id: ``tests/test_p5_optim.py::test_x[sgd]`` -> (test_p5_optim.py, test_x)."""
+    return {(Path(n.split("::")[0]).name, n.split("::")[-1].split("[")[0]) for n in nodeids}
+
+
+def public_failures(packages: dict[str, Path], rules: dict[str, tuple[str, ...]], jobs: int) -> dict[str, set]:
+    """Per mutant id: the public tests of its ``rules`` that fail on its package, as (file, function)."""
+    ids = list(packages)
+    runs = "".join(json.dumps({"package": str(packages[i]), "rules": list(rules[i])}) + "\n" for i in ids)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-    run = subprocess.run([sys.executable, "-m", "pytest", "tests", "--impl", str(package), "--rule", rule, "-q",
-                          "-p", "no:cacheprovider", "-x"], cwd=KIT_ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
-    return run.returncode == 1
+    done = subprocess.run([sys.executable, "-m", "grader.selfproof.public_runs", str(jobs)], input=runs, cwd=KIT_ROOT,
+                          env=env, capture_output=True, text=True, timeout=3600, check=True)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    return {i: _functions(answer["failed"]) for i, answer in zip(ids, answers)}
 
 
-def hidden_kills(rule: str, package: Path) -> bool:
-    """Whether a hidden test of ``rule`` fails on ``package``, graded on those tests alone."""
-    problem = rule.split(".", 1)[0]
-    result = grade(package, profile="ci", problems=[problem], rules=(rule,), first_failure=True, diagnose=False)
-    return not result.error and any(t.status == "failed" for t in result.tests)
+def hidden_failures(mutant: mistakes.Mutant, rules: tuple[str, ...], package: Path) -> set | None:
+    """The hidden tests of ``rules`` that fail on ``package``, as (file, function); None when grading failed."""
+    result = grade(package, profile="ci", problems=[mutant.problem], rules=rules, diagnose=False)
+    return None if result.error else _functions([t.nodeid for t in result.tests if t.status == "failed"])
 
 
 def kills(rule_map: RuleMap, jobs: int = 2, only: list[str] | None = None) -> dict[str, str]:
-    """Per rule with CPU mutants: "killed", or which side let which mutant through."""
-    pairs = [(rule, m) for rule in rule_map.selected(only) for m in rule_map.breaking(rule) if not m.gpu]
-
-    def verdict(pair: tuple[str, mistakes.Mutant]) -> tuple[str, str]:
-        rule, mutant = pair
-        with tempfile.TemporaryDirectory(prefix="kit-rule-") as tmp:
-            package = mistakes.materialize(mutant, Path(tmp))
-            missed = [side for side, killed in (("public", public_kills(mutant, rule, package)),
-                                                ("hidden", hidden_kills(rule, package))) if not killed]
-        return rule, f"{mutant.id} survives the {' and '.join(missed)} tests" if missed else "killed"
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        found = list(pool.map(verdict, pairs))
+    """Per rule with CPU mutants: "killed" when each of its mutants fails a public and a hidden test of that rule,
+    else which mutant survives which side; rules whose mutants are all GPU mutants: "gpu"."""
+    selected = rule_map.selected(only)
+    broken = {m.id: (m, tuple(r for r in m.rules if r in selected)) for m in rule_map.mutants if not m.gpu}
+    broken = {i: pair for i, pair in broken.items() if pair[1]}
+    with tempfile.TemporaryDirectory(prefix="kit-rules-") as tmp:
+        packages = {i: mistakes.materialize(m, Path(tmp) / i) for i, (m, _) in broken.items()}
+        public = public_failures(packages, {i: rules for i, (_, rules) in broken.items()}, jobs)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            hidden = dict(zip(broken, pool.map(lambda i: hidden_failures(*broken[i], packages[i]), broken)))
     verdicts: dict[str, str] = {}
-    for rule, said in found:
-        verdicts[rule] = said if said != "killed" or rule not in verdicts else verdicts[rule]
-    gpu_only = {rule for rule in rule_map.rules if rule_map.breaking(rule) and all(m.gpu for m in rule_map.breaking(rule))}
-    return {**verdicts, **{rule: "gpu (grader selfcheck --gpu)" for rule in gpu_only}}
+    for i, (mutant, rules) in broken.items():
+        for rule in rules:
+            missed = [side for side, tests, failed in (("public", rule_map.public, public[i]),
+                                                       ("hidden", rule_map.hidden, hidden[i]))
+                      if failed is None or not {(t.file, t.name) for t in rule_map.checking(tests, rule)} & failed]
+            if missed:
+                verdicts[rule] = f"{i} survives the {' and '.join(missed)} tests"
+            verdicts.setdefault(rule, "killed")
+    gpu = {rule: "gpu (grader selfcheck --gpu)" for rule in selected
+           if rule_map.breaking(rule) and all(m.gpu for m in rule_map.breaking(rule))}
+    return {**verdicts, **gpu}
