@@ -31,7 +31,7 @@ PUBLIC = KIT_ROOT / "tests"
 
 
 @dataclass(frozen=True)
-class Test:
+class MarkedTest:
     """A test function that names rules: its file, name, rule ids, and whether it needs a GPU."""
 
     file: str
@@ -55,7 +55,7 @@ def _ids(calls: list[ast.Call]) -> tuple[str, ...]:
     return tuple(a.value for call in calls for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
 
 
-def tests_in(path: Path, text: str | None = None) -> list[Test]:
+def marked_tests(path: Path, text: str | None = None) -> list[MarkedTest]:
     """The test functions of one file that name rules (module-level ``pytestmark`` included)."""
     tree = ast.parse(path.read_text(encoding="utf-8") if text is None else text)
     module_marks: list[ast.expr] = []
@@ -68,7 +68,7 @@ def tests_in(path: Path, text: str | None = None) -> list[Test]:
             marks = [*module_marks, *node.decorator_list]
             ids = _ids(_marks(marks, "rule"))
             if ids:
-                found.append(Test(path.name, node.name, ids, gpu=bool(_marks(marks, "gpu"))))
+                found.append(MarkedTest(path.name, node.name, ids, gpu=bool(_marks(marks, "gpu"))))
     return found
 
 
@@ -77,22 +77,22 @@ class RuleMap:
     """Who checks and who breaks each rule."""
 
     rules: dict  # id -> tests/_rules.Rule, in the handout's order
-    public: list[Test]
-    hidden: list[Test]
+    public: list[MarkedTest]
+    hidden: list[MarkedTest]
     mutants: list[mistakes.Mutant]
     documented: dict[str, list[str]] = field(default_factory=dict)  # id -> where else it is named (docstrings)
 
     @classmethod
     def of_kit(cls) -> RuleMap:
-        return cls(rules=handout_rules(), public=[t for p in sorted(PUBLIC.glob("test_p*.py")) for t in tests_in(p)],
-                   hidden=[t for p in sorted(HIDDEN.glob("test_p*.py")) for t in tests_in(p)],
+        return cls(rules=handout_rules(), public=[t for p in sorted(PUBLIC.glob("test_p*.py")) for t in marked_tests(p)],
+                   hidden=[t for p in sorted(HIDDEN.glob("test_p*.py")) for t in marked_tests(p)],
                    mutants=mistakes.load(), documented=named_in_solutions())
 
     def selected(self, only: list[str] | None = None) -> list[str]:
         """The rule ids of the problems or ids in ``only`` (all where None), in the handout's order."""
         return [r for r in self.rules if not only or r in only or r.split(".", 1)[0] in only]
 
-    def checking(self, tests: list[Test], rule: str) -> list[Test]:
+    def checking(self, tests: list[MarkedTest], rule: str) -> list[MarkedTest]:
         return [t for t in tests if rule in t.rules]
 
     def breaking(self, rule: str) -> list[mistakes.Mutant]:
