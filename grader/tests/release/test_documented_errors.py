@@ -8,7 +8,8 @@ The convention, one for both sides:
 - the function's ``### module.Name`` subsection of handout.md has a ``Raises:`` line followed by
   a list, one item per exception: ``- `ValueError`: <condition>``.
 
-Conditions are compared after dropping backticks and collapsing whitespace. ValueError,
+Conditions are compared after dropping backticks and collapsing whitespace; a rule id closing an
+entry (``<sup>[P1.x]</sup>`` in the handout, ``[P1.x]`` in the docstring) is part of its words. ValueError,
 IndexError and TypeError (the contract's errors) may be named only in those lists, so that an
 error documented in prose cannot escape the comparison. The handout's general rules (a negative
 or non-whole count raises ValueError) hold on top of these lists.
@@ -36,7 +37,8 @@ class ConventionError(AssertionError):
 
 
 def _normalized(text: str) -> str:
-    return " ".join(text.replace("`", "").split())
+    """Backticks and the handout's ``<sup>`` around a rule id dropped: ``<sup>[P1.x]</sup>`` reads as ``[P1.x]``."""
+    return " ".join(re.sub(r"</?sup>", "", text).replace("`", "").split())
 
 
 def _entries(lines: list[str], item: re.Pattern, where: str) -> Errors:
