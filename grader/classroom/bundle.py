@@ -10,10 +10,11 @@ image, and ``run_autograder`` for every submission. The zip holds, at its root:
   drops root to a dedicated uid. A results.json exists even when the grader cannot start;
 - ``config.sh``: this bundle's settings; the environment overrides each one (and the paths), which
   is how the kit's tests run ``run_autograder`` in a fake layout;
-- ``kit/``: pyproject.toml, README.md, the grader with its hidden suites, and what the diagnosis of a
-  failed test replays on: the reference solutions and the catalog of known mistakes (``setup.sh`` makes
-  the kit readable by root alone, and the worker's sandbox never holds the kit); no stubs, public tests or
-  the kit's own tests.
+- ``kit/``: pyproject.toml, README.md, the grader with its hidden suites, what the diagnosis of a
+  failed test replays on: the reference solutions and the catalog of known mistakes, and what a failure
+  quotes its handout rule from: handout.md and its reader ``tests/_rules.py`` (``setup.sh`` makes the kit
+  readable by root alone, and the worker's sandbox never holds the kit); no stubs, public tests or the
+  kit's own tests.
 
 The zip is reproducible: fixed order, fixed timestamps, the same bytes for the same kit.
 """
@@ -65,7 +66,7 @@ def _quote(value: str) -> str:
 
 def kit_files(kit: Path = KIT_ROOT) -> list[tuple[Path, str]]:
     """(file, name in the zip) for the kit's part of the bundle, sorted."""
-    files = [(kit / name, f"kit/{name}") for name in ("pyproject.toml", "README.md")]
+    files = [(kit / name, f"kit/{name}") for name in ("pyproject.toml", "README.md", "handout.md", "tests/_rules.py")]
     files += [(path, f"kit/solutions/{path.name}") for path in sorted((kit / "solutions").glob("*.py"))]
     for path in sorted((kit / "grader").rglob("*")):
         parts = path.relative_to(kit / "grader").parts
