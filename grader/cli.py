@@ -104,9 +104,11 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
 def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("classroom.batch")
     parser = sub.add_parser("batch", help="grade a class: every submission in a folder, a fresh judge each, "
-                                          "resumable, shardable")
+                                          "resumable, shardable; exit 1 when it finishes with error rows or "
+                                          "unmatched files, 130 when stopped by SIGINT or SIGTERM (resumable)")
     parser.add_argument("submissions", help="folder with one entry per student (a folder or a .zip; its name is "
-                                            "the student id), or a .zip/.tar.gz of such a folder")
+                                            "the student id), a Gradescope export or Canvas download as it comes, "
+                                            "or a .zip/.tar.gz of one of these")
     parser.add_argument("--out", type=arguments.output_folder, required=True, help="results go to OUT/results/<student>.json")
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="submissions graded at once")
     parser.add_argument("--shard", type=arguments.shard, default=defaults["shard"],

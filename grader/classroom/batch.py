@@ -1,7 +1,8 @@
 """``grader batch``: grade a whole class, a fresh judge per submission, ``--jobs`` at a time.
 
 Every entry of the submissions folder (a folder or a ``.zip`` per student; the entry's name,
-less ``.zip``, is the student id) is graded by ``python -m grader grade ENTRY --out TMP`` in a
+less ``.zip``, is the student id; or a Gradescope export or Canvas download as it comes, see
+``layouts``) is graded by ``python -m grader grade ENTRY --out TMP`` in a
 process group of its own, under a wall-clock limit. Each result is written atomically to
 ``OUT/results/<student>.json`` the moment it is done: the submission's results.json plus a
 ``batch`` record (student, content hash, grading options, status, graded_at). A re-run skips
@@ -17,7 +18,13 @@ submission code runs in a judge). Each submission's workers still start fresh in
 ``--shard I/N`` grades the students whose id hashes (SHA-256, first 8 bytes) to I-1 modulo N:
 a student's shard depends only on their id and N, never on who else is in the folder.
 ``OUT/batch.json`` lists the students this run was responsible for, so that the gradebook can
-tell a missing result from an absent student.
+tell a missing result from an absent student, with the layout read and the files that matched no student.
+
+Exit status: 0 when every submission has a grade, 1 when the batch finished with error rows or files
+that matched no student (listed at the end; every result is kept), 2 when it cannot start, 130 when
+stopped by SIGINT (Ctrl-C) or SIGTERM (``kill PID``, Slurm's time limit, a cancelled CI job): every
+result finished so far is kept and the same command resumes. A background job of a non-interactive
+shell ignores SIGINT (the shell sets that, and the batch keeps it): stop such a batch with SIGTERM.
 """
 
 from __future__ import annotations
@@ -31,12 +38,14 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..arguments import parse_shard
-from .batch_entries import BatchError, Entry, class_folder, content_hash, shard_of, submissions
+from .batch_entries import BatchError, Entry, class_folder, content_hash, shard_of
+from .layouts import read_class
 from .batch_judge import LOGS, RESULTS, Running, grade_one, recorded_options
 from ..options import GradingOptions
 from ..grading import judges
@@ -116,11 +125,17 @@ def _manifest(out: Path, submissions_dir: Path, shard: tuple[int, int] | None, s
 def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] | None, options: GradingOptions,
         timeout_seconds: float, retry_errors: bool, command: tuple[str, ...], console,
         only: list[str] | None = None) -> int:
-    """Grade the (shard of the) class into ``out``, or regrade ``only`` these students; 0 done, 130 interrupted."""
+    """Grade the (shard of the) class into ``out``, or regrade ``only`` these students; 0 done, 1 done with error
+    rows or files that matched no student, 130 interrupted."""
+    from rich.markup import escape
+
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="kit-batch-"))
     try:
-        entries = submissions(class_folder(submissions_dir, scratch))
+        intake = read_class(class_folder(submissions_dir, scratch), scratch)
+        entries = intake.entries
+        for unmatched in intake.unmatched:
+            console.print(f"[yellow]not graded[/] {escape(unmatched.name)}: {escape(unmatched.reason)}", highlight=False)
         if shard:
             entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
         if only:
@@ -131,13 +146,15 @@ def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] |
             entries = [e for e in entries if e.student in only]
         (out / RESULTS).mkdir(parents=True, exist_ok=True)
         (out / LOGS).mkdir(exist_ok=True)
-        manifest = _manifest(out, submissions_dir, shard, [e.student for e in entries], options, only)
+        manifest = {**_manifest(out, submissions_dir, shard, [e.student for e in entries], options, only),
+                    "layout": intake.layout, "unmatched": [asdict(u) for u in intake.unmatched]}
         write_json_atomic(out / MANIFEST, manifest)
         cuda = options.gpu != "off" and _cuda_available()
         digests = {e.student: content_hash(e.paths) for e in entries}
         todo = entries if only else [e for e in entries if not _reusable(
             out / RESULTS / f"{e.student}.json", digests[e.student], options, retry_errors, cuda)]
-        console.print(f"{len(entries)} submissions{f' in shard {shard[0]}/{shard[1]}' if shard else ''}: "
+        console.print(f"{len(entries)} submissions ({intake.layout} layout)"
+                      f"{f' in shard {shard[0]}/{shard[1]}' if shard else ''}: "
                       f"{len(entries) - len(todo)} unchanged since graded, {len(todo)} to grade, {jobs} at a time")
         if not todo:
             console.print(f"nothing to grade; results in {out / RESULTS}")
@@ -147,22 +164,41 @@ def run(submissions_dir: Path, out: Path, *, jobs: int, shard: tuple[int, int] |
             with shared:
                 status = _grade_all(todo, digests, out, scratch, options, jobs, timeout_seconds, command, console,
                                     started)
-        _write_junit(out, manifest["students"])
-        return status
+        stored = _stored(out, manifest["students"])
+        _write_junit(out, stored)
+        if status != 0:
+            return status
+        errors = sorted(student for student, data in stored.items() if regrade_reason(data))
+        if errors or intake.unmatched:
+            named = f" ({escape(', '.join(errors[:10]))}{' ...' * (len(errors) > 10)})" if errors else ""
+            console.print(f"[red]to fix[/]: {len(errors)} error rows{named}, {len(intake.unmatched)} files or folders "
+                          f"that matched no student (in {out / MANIFEST})", highlight=False)
+            return 1
+        return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _write_junit(out: Path, students: list[str]) -> None:
+def _stored(out: Path, students: list[str]) -> dict[str, dict[str, Any]]:
+    """The readable results of this run's students, by student."""
+    stored = {}
+    for student in students:
+        try:
+            stored[student] = json.loads((out / RESULTS / f"{student}.json").read_text())
+        except (OSError, ValueError):
+            continue
+    return stored
+
+
+def _write_junit(out: Path, stored: dict[str, dict[str, Any]]) -> None:
     """OUT/junit.xml: one test suite per student of this run with a readable result."""
     from ..grading.junit import junit_xml
 
     results = {}
-    for student in students:
+    for student, data in stored.items():
         try:
-            results[student] = GradingResult.from_gradescope_dict(json.loads((out / RESULTS / f"{student}.json")
-                                                                             .read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
+            results[student] = GradingResult.from_gradescope_dict(data)
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     write_atomic(out / JUNIT, junit_xml(results))
 
@@ -213,13 +249,14 @@ def _grade_all(todo: list[Entry], digests: dict[str, str], out: Path, scratch: P
         console.print(f"[red]error[/] {escape(student)}: {escape(error[:300])}", highlight=False)
     console.print(f"graded {done} ({len(errors)} errors) in {time.monotonic() - started:.1f} s; "
                   f"results in {out / RESULTS}")
-    return 0
+    return 1 if errors else 0
 
 
 def main(submissions: str, *, options: GradingOptions = GradingOptions(), out: Path | None = None, jobs: int = 1,
          shard: str | None = None, timeout_seconds: float = 1200.0, retry_errors: bool = False,
          only: list[str] | None = None, grade_command: tuple[str, ...] = GRADE_COMMAND) -> int:
-    """Grade every submission in a folder (or class archive) into ``out``; 0 done, 2 cannot start, 130 stopped.
+    """Grade every submission in a folder (or class archive) into ``out``; 0 done, 1 done with error rows or
+    unmatched files, 2 cannot start, 130 stopped (SIGINT or SIGTERM).
 
     ``only``: regrade just these students (whether or not they changed), keeping every other result.
     """

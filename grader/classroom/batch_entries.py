@@ -13,7 +13,7 @@ import shutil
 import tarfile
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -27,6 +27,12 @@ class Entry:
 
     student: str
     paths: tuple[Path, ...]
+    lms: dict[str, str] = field(default_factory=dict, compare=False)  # who the LMS knows (see ``layouts``)
+
+
+def visible(folder: Path) -> list[Path]:
+    """The entries of ``folder``, sorted, hidden ones (``.git``, ``.DS_Store``, ``__MACOSX``) skipped."""
+    return [path for path in sorted(folder.iterdir()) if not path.name.startswith((".", "__MACOSX"))]
 
 
 def student_id(path: Path) -> str:
@@ -34,11 +40,10 @@ def student_id(path: Path) -> str:
 
 
 def submissions(folder: Path) -> list[Entry]:
-    """The entries of ``folder``, sorted by student id; hidden entries (``.git``, ``.DS_Store``) skipped."""
+    """The entries of a plain class folder, sorted by student id; hidden entries skipped."""
     by_student: dict[str, list[Path]] = {}
-    for path in sorted(folder.iterdir()):
-        if not path.name.startswith((".", "__MACOSX")):
-            by_student.setdefault(student_id(path), []).append(path)
+    for path in visible(folder):
+        by_student.setdefault(student_id(path), []).append(path)
     return [Entry(student, tuple(paths)) for student, paths in sorted(by_student.items())]
 
 

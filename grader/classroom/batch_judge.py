@@ -146,6 +146,7 @@ def grade_one(entry: Entry, digest: str, out_dir: Path, scratch: Path, options: 
                                     time.monotonic() - started).to_gradescope_dict()
     status = "error" if regrade_reason(data) else "graded"  # --retry-errors regrades it
     data.setdefault("extra_data", {})["batch"] = {"student": entry.student, "content_hash": digest, "options": recorded_options(options), "status": status,
-                     "graded_at": graded_at, "exit_code": exit_code, "seconds": round(time.monotonic() - started, 2)}
+                     "graded_at": graded_at, "exit_code": exit_code, "seconds": round(time.monotonic() - started, 2),
+                     **({"lms": entry.lms} if entry.lms else {})}
     write_json_atomic(out_dir / RESULTS / f"{entry.student}.json", data)
     return data

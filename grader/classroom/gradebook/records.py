@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class Record:
     isolation: str = ""  # the containment the worker actually got, e.g. "bubblewrap + seccomp + cgroup v1"
     gpu_pass: bool = False  # graded with --gpu only (the GPU tests alone)
     grading: str = ""  # the kit version and grading options but --gpu (JSON): what two passes must share
+    lms: dict[str, str] = field(default_factory=dict, compare=False)  # who the LMS knows (``layouts``), if it said
 
     @classmethod
     def missing(cls, student: str, reason: str) -> Record:
@@ -124,7 +125,7 @@ def read_record(path: Path) -> Record:
         student=student_of(path, data), status="error" if reason else "graded", **_scores(result.tests, not reason),
         graded_at=batch.get("graded_at", ""), content_hash=batch.get("content_hash", ""), reason=reason,
         tests=result.tests, source=str(path.resolve()), isolation=result.isolation.get("mechanism", ""),
-        gpu_pass=mode == "only", grading=grading)
+        gpu_pass=mode == "only", grading=grading, lms=dict(batch.get("lms") or {}))
 
 
 def merge(records: list[Record]) -> list[Record]:

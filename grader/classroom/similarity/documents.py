@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ...submission import SubmissionError, stage
 from ...paths import ASSIGNMENT
-from ..batch_entries import class_folder, submissions
+from .. import layouts
+from ..batch_entries import class_folder
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def read_class(source: Path, scratch: Path, prefix: str = "") -> tuple[list[Docu
     Raises ``batch_entries.BatchError`` when ``source`` is neither a folder nor a readable archive.
     """
     documents, unreadable = [], {}
-    for entry in submissions(class_folder(source, scratch / f"class-{prefix or 'current'}")):
+    where = scratch / f"class-{prefix or 'current'}"
+    for entry in layouts.read_class(class_folder(source, where), where).entries:
         name = f"{prefix}{entry.student}"
         try:
             documents.append(_read(entry.paths[0], name, scratch))

@@ -55,9 +55,9 @@ def _leftover_judges(marker: str) -> list[str]:
 def test_shards_merge_to_the_same_gradebook_as_one_unsharded_run(tmp_path):
     folder = make_class(tmp_path / "class")
     assert len(list(folder.iterdir())) >= 30
-    assert grade_class(folder, tmp_path / "whole") == 0
+    assert grade_class(folder, tmp_path / "whole") == 1
     for index in (1, 2, 3):
-        assert grade_class(folder, tmp_path / f"shard{index}", shard=f"{index}/3") == 0
+        assert grade_class(folder, tmp_path / f"shard{index}", shard=f"{index}/3") == 1
 
     listed = [set(json.loads((tmp_path / f"shard{i}" / "batch.json").read_text())["students"]) for i in (1, 2, 3)]
     everyone = set(json.loads((tmp_path / "whole" / "batch.json").read_text())["students"])
@@ -121,7 +121,7 @@ def test_a_grade_command_stopped_by_sigint_keeps_no_result_and_a_rerun_grades_it
     package(KIT / "solutions", folder / "alice")
     package(KIT / "solutions", folder / "bob", edit={"memory": "# FAKE_SIGINT"})
     out = tmp_path / "out"
-    assert grade_class(folder, out) == 0
+    assert grade_class(folder, out) == 1
     assert set(results(out)) == {"alice"}
     assert "bob: its grading was interrupted (SIGINT)" in capsys.readouterr().err.replace("error ", "")
     (folder / "bob" / "assignment" / "memory.py").write_text((KIT / "solutions" / "memory.py").read_text())
@@ -175,15 +175,15 @@ def test_rerun_regrades_exactly_what_changed(tmp_path, monkeypatch):
     (folder / "dave").mkdir()  # an error row
     out, log = tmp_path / "out", tmp_path / "graded.log"
     monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
-    assert grade_class(folder, out) == 0 and _graded_log(log) == ["alice", "bob", "carol", "dave"]
+    assert grade_class(folder, out) == 1 and _graded_log(log) == ["alice", "bob", "carol", "dave"]
 
     log.unlink()
     (folder / "bob" / "assignment" / "flops.py").write_text("# FAKE_BUG\n", "utf-8")
-    assert grade_class(folder, out) == 0 and _graded_log(log) == ["bob"]
+    assert grade_class(folder, out) == 1 and _graded_log(log) == ["bob"]
     assert results(out)["bob"]["score"] < results(out)["alice"]["score"]
 
     log.unlink()
-    assert grade_class(folder, out, seed=7) == 0 and _graded_log(log) == ["alice", "bob", "carol", "dave"]  # options
+    assert grade_class(folder, out, seed=7) == 1 and _graded_log(log) == ["alice", "bob", "carol", "dave"]  # options
 
     log.unlink()
     package(KIT / "solutions", tmp_path / "fixed")
@@ -193,18 +193,18 @@ def test_rerun_regrades_exactly_what_changed(tmp_path, monkeypatch):
 
     log.unlink()
     (folder / "erin").mkdir()
-    assert grade_class(folder, out, seed=7) == 0 and _graded_log(log) == ["erin"]
+    assert grade_class(folder, out, seed=7) == 1 and _graded_log(log) == ["erin"]
     log.unlink()
-    assert grade_class(folder, out, seed=7) == 0 and _graded_log(log) == []  # error rows stand...
-    assert grade_class(folder, out, seed=7, retry_errors=True) == 0 and _graded_log(log) == ["erin"]  # ...unless asked
+    assert grade_class(folder, out, seed=7) == 1 and _graded_log(log) == []  # error rows stand...
+    assert grade_class(folder, out, seed=7, retry_errors=True) == 1 and _graded_log(log) == ["erin"]  # ...unless asked
     assert results(out)["erin"]["extra_data"]["batch"]["status"] == "error"
     log.unlink()
 
     monkeypatch.setattr(batch, "_cuda_available", lambda: False)
-    assert grade_class(folder, out, seed=7, gpu="auto") == 0 and len(_graded_log(log)) == 5  # options changed
+    assert grade_class(folder, out, seed=7, gpu="auto") == 1 and len(_graded_log(log)) == 5  # options changed
     log.unlink()
     monkeypatch.setattr(batch, "_cuda_available", lambda: True)  # a GPU now: provisional grades become official
-    assert grade_class(folder, out, seed=7, gpu="auto") == 0 and _graded_log(log) == ["alice", "bob", "carol", "dave"]
+    assert grade_class(folder, out, seed=7, gpu="auto") == 1 and _graded_log(log) == ["alice", "bob", "carol", "dave"]
 
 
 def test_a_test_the_grader_could_not_judge_makes_an_error_row_that_retry_errors_regrades(tmp_path, monkeypatch):
@@ -213,13 +213,13 @@ def test_a_test_the_grader_could_not_judge_makes_an_error_row_that_retry_errors_
     package(KIT / "solutions", folder / "bob", edit={"einsum": "# FAKE_UNJUDGED"})
     out, log = tmp_path / "out", tmp_path / "graded.log"
     monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
-    assert grade_class(folder, out) == 0 and _graded_log(log) == ["alice", "bob"]
+    assert grade_class(folder, out) == 1 and _graded_log(log) == ["alice", "bob"]
     rows = results(out)
     assert rows["alice"]["extra_data"]["batch"]["status"] == "graded"
     assert rows["bob"]["extra_data"]["batch"]["status"] == "error" and not rows["bob"]["extra_data"]["grader_error"]
     log.unlink()
-    assert grade_class(folder, out) == 0 and _graded_log(log) == []
-    assert grade_class(folder, out, retry_errors=True) == 0 and _graded_log(log) == ["bob"]
+    assert grade_class(folder, out) == 1 and _graded_log(log) == []
+    assert grade_class(folder, out, retry_errors=True) == 1 and _graded_log(log) == ["bob"]
 
 
 def test_only_regrades_the_named_students_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
@@ -258,7 +258,7 @@ def test_every_kind_of_breakage_is_an_error_row_and_the_batch_goes_on(tmp_path, 
     (folder / ".DS_Store").write_bytes(b"")  # hidden entries are not submissions
     out = tmp_path / "out"
     started = time.monotonic()
-    assert grade_class(folder, out, timeout_seconds=3.0) == 0
+    assert grade_class(folder, out, timeout_seconds=3.0) == 1
     assert time.monotonic() - started < 60
     rows = results(out)
     assert set(rows) == {"alice", "hang", "crash", "garbage", "twice", "broken"}

@@ -130,3 +130,11 @@ def test_an_unreadable_similarity_folder_is_refused_and_nothing_is_written(grade
     err = capsys.readouterr().err
     assert "similarity.csv: cannot read it" in err and err.count("\n") == 1
     assert {p.name for p in graded.glob("*.csv")} == {"roster.csv"}
+
+
+def test_canvas_refuses_a_student_missing_from_the_roster_by_name(graded, capsys):
+    (graded / "roster.csv").write_text(ROSTER.replace("alice,", "alicia,"))
+    assert _export(graded, "--lms", "canvas", "--lms-out", str(graded / "canvas.csv"), "--provisional", "as-is") == 2
+    err = capsys.readouterr().err
+    assert "--lms canvas: 1 students have no Canvas ID, SIS User ID or SIS Login ID (alice): add them to the roster" in err
+    assert not (graded / "canvas.csv").exists()
