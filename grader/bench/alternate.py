@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.bench.cputime import TreeCPU
+from grader.bench.records import Figures
 
 
 @dataclass(frozen=True)
@@ -56,3 +57,14 @@ def alternate(commands: dict[str, Command], rounds: int) -> dict[str, list[tuple
         print(f"median: {first} {before:.1f} {what}, {second} {after:.1f} {what}, ratio {after / before:.2f}x")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return runs
+
+
+def summary(runs: dict[str, list[tuple[float, float]]]) -> tuple[Figures, dict[str, Figures]]:
+    """The record of an ``alternate`` run: the second side's medians over the first's, and each side's medians
+    and rounds."""
+    sides = {name: {"wall s": round(statistics.median(wall for wall, _ in run), 2),
+                    "CPU-s": round(statistics.median(cpu for _, cpu in run), 2), "rounds": len(run)}
+             for name, run in runs.items()}
+    first, second = (sides[name] for name in runs)
+    return {"CPU ratio": round(second["CPU-s"] / first["CPU-s"], 3),
+            "wall ratio": round(second["wall s"] / first["wall s"], 3)}, sides

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.classroom import batch
+from grader.bench import records
 from grader.bench.cputime import TreeCPU
 from grader.bench.versus import export
 from grader.grading.grade import hidden_suites, judge_command
@@ -58,6 +59,11 @@ def make_class(source: Path, copies: int, dest: Path) -> Path:
 class Run:
     seconds: float  # wall
     cpu: float  # CPU-seconds of the whole tree
+
+    def figures(self, what: str, copies: int) -> dict[str, float]:
+        """This run's figures for a record, each name starting with ``what``."""
+        return {f"{what} s": round(self.seconds, 1), f"{what} per hour": round(3600 * copies / self.seconds, 1),
+                f"{what} CPU-s each": round(self.cpu / copies, 2)}
 
     def line(self, what: str, copies: int) -> str:
         return (f"  {what}: {self.seconds:.1f} s, {3600 * copies / self.seconds:.1f} submissions/hour, "
@@ -101,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grade-command", default="", help="instead of python -m grader grade (tests)")
     parser.add_argument("--base", help="also an earlier revision of the kit, in turn with this one")
     args = parser.parse_args(argv)
+    run = records.start("batch_throughput", argv)
     problems = [p.strip().upper() for p in args.problems.split(",") if p.strip()] or None
     command = tuple(shlex.split(args.grade_command)) if args.grade_command else batch.GRADE_COMMAND
     tree = TreeCPU()
@@ -139,6 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     if floor:
         print(f"  the GPU pass's floor (a judge session with only the GPU tests selected, none run): "
               f"{floor.seconds:.1f} s, {floor.cpu:.1f} CPU-s per submission")
+    sides = {name or "this kit": {**measured[name, 1].figures("--jobs 1", args.copies),
+                                  **measured[name, 2].figures("--jobs 2", args.copies)} for name in kits}
+    figures = {"throughput ratio": round(runs[1].seconds / runs[2].seconds, 3), **sides["this kit"],
+               **{key: value for mode, done in gpu.items() for key, value in done.figures(f"--gpu {mode}", args.copies).items()},
+               **(floor.figures("GPU pass floor", 1) if floor else {})}
+    run.write(f"a class graded with --jobs 2 against --jobs 1 ({args.copies} copies, problems "
+              f"{','.join(problems) if problems else 'all'}, {args.profile} profile)", figures,
+              sides if args.base else None)
     return 0
 
 

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from grader.bench import records
 from grader.containment import cgroup as cgroups
 
 PERIOD_US = 100_000
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.root / "run_autograder").is_file() or not args.submission.is_dir():
         parser.error("--root needs ROOT/run_autograder (an installed bundle) and --submission a folder")
+    run = records.start("container", argv)
     group = cgroups.create(args.memory_mb << 20, processes=4096)
     if group is None:
         parser.error("this host gives no writable memory cgroup (run as root, or in a delegated cgroup v2)")
@@ -135,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
           f"grader error: {(data.get('extra_data') or {}).get('grader_error') or 'none'}")
     if stderr.strip():
         print("stderr (last lines):", *stderr.strip().splitlines()[-5:], sep="\n  ")
+    run.write(f"a Gradescope container ({args.memory_mb} MiB, {args.cpus:g} CPU) grading {args.submission.name}",
+              {"ended": ended, "wall s": round(wall, 1), "peak MiB": round(peak / 2**20), "anonymous MiB":
+               round(anonymous / 2**20), "ended by the kernel": oom, "score": data.get("score", "none")})
     return 0
 
 

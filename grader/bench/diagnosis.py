@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.bench import records
 from grader.grading.grade import grade
 from grader.paths import KIT_ROOT
 from grader.problems import PROBLEMS
@@ -80,14 +81,15 @@ def verdict(mistake: str, diagnoses: list[tuple[str, ...]]) -> str:
     return "own" if diagnoses else "nothing"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.diagnosis", description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="*", default=["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8"], choices=list(PROBLEMS))
     parser.add_argument("--profile", default="ci", help="hypothesis profile of the hidden suites (default: ci)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     parser.add_argument("--mistakes", default="mistakes", choices=MISTAKE_SETS,
                         help="the set of mistaken submissions (a folder of grader/tests/fixtures)")
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
+    run = records.start("diagnosis", argv)
     tally: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     everything = [Case(KIT_ROOT / "solutions", p, "", "") for p in options.problems] + cases(options.problems, options.mistakes)
     with tempfile.TemporaryDirectory(prefix="kit-diagnosis-") as scratch, ThreadPoolExecutor(options.jobs) as pool:
@@ -109,11 +111,15 @@ def main() -> None:
     for problem in options.problems:
         for key, count in tally[problem].items():
             overall[key] += count
+    rows = {}
     for problem, n in [*((p, tally[p]) for p in options.problems), *([("all", overall)] if len(options.problems) > 1 else [])]:
         total = sum(n[k] for k in ("own", "wrong", "nothing", "not caught"))
         share = {k: f"{100 * n[k] / total:.0f}%" if total else "-" for k in ("own", "wrong", "nothing", "not caught")}
         print(f"| {problem} | {total} | {share['own']} | {share['wrong']} | {share['nothing']} | {share['not caught']} "
               f"| {n['correct named']} of {n['correct']} |")
+        rows[problem] = {"mistaken": total, **share, "correct named": f"{n['correct named']} of {n['correct']}"}
+    run.write(f"diagnosis names the mistakes of {options.mistakes} ({options.profile} profile)",
+              rows[problem], rows=rows)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+from grader.bench import records
+
 CHILD = r"""
 import sys, time, torch
 case, seconds = sys.argv[1], float(sys.argv[2])
@@ -159,10 +161,11 @@ def run_case(case: str, seconds: float) -> dict:
     return found
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=1.5, help="how long the busy and the sleeping cases last")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    run = records.start("gpu_readings", argv)
     try:
         import pynvml  # noqa: F401
         import torch
@@ -172,8 +175,12 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_readings: no CUDA device here", file=sys.stderr)
         return 2
+    rows = {}
     for case in ("busy", "sleep", "memory", "pinned"):
-        print(json.dumps(run_case(case, args.seconds), default=str), flush=True)
+        found = run_case(case, args.seconds)
+        print(json.dumps(found, default=str), flush=True)
+        rows[case] = {key: value for key, value in found.items() if isinstance(value, (int, float, str))}
+    run.write("what NVML and /proc show from outside a process using the GPU", {"cases": len(rows)}, rows=rows)
     return 0
 
 

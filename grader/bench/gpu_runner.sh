@@ -14,10 +14,11 @@
 #   public          the public tests marked gpu, against the reference
 #   class           three submissions (reference, stubs, a GPU mutant) graded in two passes,
 #                   --gpu off then --gpu only, merged by grader gradebook
-# Then OUT/summary.txt: one line per step with its exit status and time. STEPS="acceptance attacks"
-# (names as above; class stands for both passes) runs only those.
+# Then OUT/summary.txt: one line per step with its exit status and time, also written as a bench record
+# (grader.bench.records). STEPS="acceptance attacks" (names as above; class stands for both passes) runs only those.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
+load=$(cut -d' ' -f1 /proc/loadavg)
 out="$(realpath -m "${1:-gpu-results}")"
 mkdir -p "$out"
 python=${PYTHON:-python3}
@@ -91,3 +92,7 @@ wanted attacks && step attacks 300 "$python" -m grader.selfproof.hostile --gpu -
 wanted public && step public 90 "$python" -m pytest tests -m gpu --impl solutions -p no:cacheprovider -q -rs
 tar -czf "$out/logs.tar.gz" -C "$out" --exclude logs.tar.gz . 2>/dev/null
 cat "$summary"
+figures=()
+while read -r name _ rc _ seconds _; do figures+=("${name%:}=exit $rc, $seconds s"); done <"$summary"
+"$python" -m grader.bench.records --bench gpu_runner --claim "the whole proof on one GPU machine, step by step" \
+    --command "STEPS='${STEPS:-}' bash grader/bench/gpu_runner.sh" --load "$load" "${figures[@]}"

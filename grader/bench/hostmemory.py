@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from grader import wire
+from grader.bench import records
 from grader.containment import bubblewrap
 from grader.containment import cgroup as cgroups
 from grader.backend import WorkerFailure
@@ -82,11 +83,13 @@ def run(package: Path, limits: Limits, where: str, gib: int) -> tuple[str, int]:
         worker.close()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cap-mb", type=int, default=1024)
     parser.add_argument("--gib", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    bench = records.start("hostmemory", argv)
+    rows = {}
     package = Path(tempfile.mkdtemp(prefix="kit-bench-")) / "assignment"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -105,7 +108,11 @@ def main() -> int:
                 ended, rise = run(package, limits, where, args.gib)
                 print(f"  {name:24} {'cgroup' if with_cgroup else 'watchdog':8} {where:9} "
                       f"{rise >> 20:6d} MiB ({rise / (args.cap_mb << 20):.2f}x the cap)  {ended}", flush=True)
+                rows[f"{name}, {'cgroup' if with_cgroup else 'watchdog'}, {where}"] = {
+                    "rise MiB": rise >> 20, "x the cap": round(rise / (args.cap_mb << 20), 2), "ended": ended}
     cgroups.create = real_create
+    bench.write(f"the host's memory while a worker capped at {args.cap_mb} MiB writes {args.gib} GiB outside it",
+                {"most x the cap": max(row["x the cap"] for row in rows.values())}, rows=rows)
     return 0
 
 

@@ -28,6 +28,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.bench import records
 from grader.paths import KIT_ROOT
 from grader.grading.results import GradingResult
 
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     except MatrixError as exc:
         print(f"matrix: {exc}", file=sys.stderr)
         return 2
+    run = records.start("matrix", argv)
     args.venvs.mkdir(parents=True, exist_ok=True)
     for cell in cells:
         print(f"matrix: {cell.python} + torch {cell.torch} ...", file=sys.stderr, flush=True)
@@ -208,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"matrix:   {cell.status} {cell.public} | {cell.solutions} | {cell.assignment} | {cell.seconds:.0f} s",
               file=sys.stderr, flush=True)
     print(table(cells))
+    run.write("the kit on each (Python, torch) pair: public tests, the reference and the stubs graded",
+              {"cells": len(cells), "ok": sum(c.status == "ok" for c in cells)},
+              rows={f"{c.python_version or c.python} + torch {c.torch}": {
+                  "public tests": c.public, "grade solutions": c.solutions, "grade assignment": c.assignment,
+                  "verdict": c.status, "s": round(c.seconds)} for c in cells})
     if all(c.status.startswith("not installed") for c in cells):
         return 2
     return 1 if any(c.status == "FAIL" for c in cells) else 0

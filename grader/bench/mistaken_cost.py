@@ -18,11 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.bench.alternate import Command, alternate
-from grader.bench.diagnosis_cost import MISTAKES
+from grader.bench import records
+from grader.bench.alternate import Command, alternate, summary
 from grader.options import PROFILES
 from grader.paths import KIT_ROOT
 from grader.submission import stage
+
+MISTAKES = KIT_ROOT / "grader" / "tests" / "fixtures" / "mistakes"
 
 
 def mistaken(mistakes: list[str], dest: Path) -> Path:
@@ -43,11 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     missing = [name for name in args.mistake if not (MISTAKES / name).is_file()]
     if missing:
         parser.error(f"no such mistake in {MISTAKES}: {', '.join(missing)}")
+    run = records.start("mistaken_cost", argv)
     with tempfile.TemporaryDirectory(prefix="kit-mistaken-") as scratch:
         submissions = {"reference": KIT_ROOT / "solutions", "mistaken": mistaken(args.mistake, Path(scratch) / "m")}
-        alternate({name: Command([sys.executable, "-P", "-m", "grader", "grade", str(submission), "--gpu", "off",
-                                  "--profile", args.profile], KIT_ROOT, {**os.environ, "PYTHONPATH": str(KIT_ROOT)})
-                   for name, submission in submissions.items()}, args.rounds)
+        runs = alternate({name: Command([sys.executable, "-P", "-m", "grader", "grade", str(submission), "--gpu",
+                                         "off", "--profile", args.profile], KIT_ROOT,
+                                        {**os.environ, "PYTHONPATH": str(KIT_ROOT)})
+                          for name, submission in submissions.items()}, args.rounds)
+    run.write(f"a mistaken submission against the reference ({', '.join(sorted(args.mistake))}, {args.profile} "
+              "profile)", *summary(runs))
     return 0
 
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from grader import mistakes
+from grader.bench import records
 from grader.selfproof import hostile
 from grader.judge.drivers import data
 from grader.containment.limits import Limits
@@ -60,11 +61,12 @@ def row(name: str, cost: data.Cost, base: data.Cost) -> str:
             f"faults {cost.faults:6d} (<= {cost.mapped_mib:7.1f} MiB)  cached {cost.cached_mib:7.1f}  charged {cost.touched_mib:7.1f} ({cost.touched_mib / max(base.touched_mib, 0.1):5.1f}x)")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.p6_costs", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", default=DEFAULT, help="mutant or attack ids to compare")
     parser.add_argument("--mib", type=int, default=256, help="size of the sparse token file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    run = records.start("p6_costs", argv)
     with tempfile.TemporaryDirectory() as tmp:
         names = ["reference", *(name for name in args.names if name != "reference")]
         rows = [(name, costs(package_of(name, Path(tmp) / name), args.mib << 20)) for name in names]
@@ -74,6 +76,11 @@ def main() -> None:
         print(step)
         for name, pair in rows:
             print("  " + row(name, pair[index], rows[0][1][index]))
+    charged = {f"{name}, {step}": {"charged MiB": round(pair[index].touched_mib, 1), "x the reference": round(
+        pair[index].touched_mib / max(rows[0][1][index].touched_mib, 0.1), 1)}
+        for name, pair in rows for step, index in (("load_tokens", 0), ("2 x get_batch", 1))}
+    run.write(f"what P6's suite charges for sampling a {args.mib} MiB token file", {"fails at MiB": args.mib / 2},
+              rows=charged)
 
 
 if __name__ == "__main__":

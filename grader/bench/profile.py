@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.bench import records
 from grader.bench.cputime import TreeCPU
 from grader.options import PROFILES
 from grader.paths import KIT_ROOT, kit_pythonpath
@@ -112,19 +113,24 @@ def tally(samples: list[Sample]) -> Counter:
     return counts
 
 
-def table(counts: Counter, tree_seconds: float) -> str:
-    """A Markdown table: CPU-seconds by phase and process, each the kernel's count of the whole tree times that
-    cell's share of the samples, and each phase's share."""
+def by_phase(counts: Counter, tree_seconds: float) -> dict[str, list[float]]:
+    """CPU-seconds by phase (those sampled, then the whole tree) and process: the kernel's count of the whole
+    tree times each cell's share of the samples."""
     sampled = sum(counts.values())
     scale = tree_seconds / sampled if sampled else 0.0
-    lines = ["| phase | " + " | ".join(PROCESSES) + " | all | share |", "|---" * (len(PROCESSES) + 3) + "|"]
-    for phase in [BARE, *(phase for phase, _ in PHASES), OTHER]:
-        row = [counts[phase, kind] * scale for kind in PROCESSES]
-        if sum(row):
-            lines.append(f"| {phase} | " + " | ".join(f"{value:.2f}" for value in row) +
-                         f" | {sum(row):.2f} | {sum(row) / tree_seconds:.0%} |")
+    rows = {phase: [counts[phase, kind] * scale for kind in PROCESSES]
+            for phase in [BARE, *(phase for phase, _ in PHASES), OTHER]}
     totals = [sum(count for (_, kind_of), count in counts.items() if kind_of == kind) * scale for kind in PROCESSES]
-    lines.append("| the whole tree | " + " | ".join(f"{value:.2f}" for value in totals) + f" | {tree_seconds:.2f} | 100% |")
+    return {phase: row for phase, row in rows.items() if sum(row)} | {"the whole tree": totals}
+
+
+def table(counts: Counter, tree_seconds: float) -> str:
+    """A Markdown table of ``by_phase``, with each phase's sum and share."""
+    lines = ["| phase | " + " | ".join(PROCESSES) + " | all | share |", "|---" * (len(PROCESSES) + 3) + "|"]
+    for phase, row in by_phase(counts, tree_seconds).items():
+        share = 1.0 if phase == "the whole tree" else sum(row) / tree_seconds
+        total = tree_seconds if phase == "the whole tree" else sum(row)
+        lines.append(f"| {phase} | " + " | ".join(f"{value:.2f}" for value in row) + f" | {total:.2f} | {share:.0%} |")
     return "\n".join(lines)
 
 
@@ -152,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=100, help="samples per second (default 100)")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's raw samples here")
     args = parser.parse_args(argv)
+    run = records.start("profile", argv)
     if args.rate < 1:
         parser.error("--rate must be at least 1")
     if not args.submission.exists():
@@ -169,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU time counted by {tree.how}; {sum(counts.values())} samples ({args.rate} a second) of threads "
           "holding the GIL, scaled to that count")
     print(table(counts, seconds))
+    run.write(f"where a grading of {args.submission.name} spends its CPU time, by phase ({args.problems or 'all problems'}, "
+              f"{args.profile} profile)", {"whole tree CPU-s": round(seconds, 2)},
+              rows={phase: {kind: round(value, 2) for kind, value in zip(PROCESSES, row)}
+                    for phase, row in by_phase(counts, seconds).items()})
     return 0
 
 

@@ -24,10 +24,13 @@ from pathlib import Path
 from ..classroom.similarity.compare import compare
 from ..classroom.similarity.documents import read_class, stubs
 from ..paths import SOLUTIONS, kit_pythonpath
+from . import records
 from .similarity_class import DISGUISES, FIXTURES, HONEST_SETS, disguise, honest_class, planted_copies
 
 
-def separation(root: Path) -> str:
+def separation(root: Path) -> dict[str, float | int | str]:
+    """How far the planted copies stand from the honest pairs: the copies' lowest score and fewest lines, the
+    honest pairs' highest score and most lines."""
     honest = set(honest_class(root / "class"))
     copies = planted_copies(root / "class" / "reference", root / "class")
     documents, _ = read_class(root / "class", root / "scratch")
@@ -36,10 +39,11 @@ def separation(root: Path) -> str:
     fair = [p for p in pairs if p.a in honest and p.b in honest]
     top = max(fair, key=lambda p: p.score)
     most = max(fair, key=lambda p: p.lines)
-    return (f"{len(honest)} honest submissions ({len(fair)} pairs), {len(copies)} copies of the reference\n"
-            f"copies: lowest score {min(p.score for p in copied):.3f}, fewest lines {min(p.lines for p in copied)}\n"
-            f"honest: highest score {top.score:.3f} ({top.lines} lines: {top.a} / {top.b}), "
-            f"most lines {most.lines} (score {most.score:.3f}: {most.a} / {most.b})")
+    return {"honest submissions": len(honest), "honest pairs": len(fair), "copies": len(copies),
+            "copies' lowest score": round(min(p.score for p in copied), 3),
+            "copies' fewest lines": min(p.lines for p in copied),
+            "honest highest score": round(top.score, 3), "its lines": top.lines, "its pair": f"{top.a} / {top.b}",
+            "honest most lines": most.lines, "their score": round(most.score, 3), "their pair": f"{most.a} / {most.b}"}
 
 
 def large_class(root: Path, size: int) -> None:
@@ -56,18 +60,15 @@ def large_class(root: Path, size: int) -> None:
             (package / name).write_text(disguise(text, combinations[index % len(combinations)]))
 
 
-def cpu_model() -> str:
-    lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name")), "unknown CPU")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.similarity", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=200, help="submissions in the timed class")
     options = parser.parse_args(argv)
+    run = records.start("similarity", argv)
     with tempfile.TemporaryDirectory(prefix="kit-bench-similarity-") as scratch:
         root = Path(scratch)
-        print(separation(root / "measured"))
+        separated = separation(root / "measured")
+        print("; ".join(f"{name} {value}" for name, value in separated.items()))
         large_class(root / "large", options.size)
         before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         subprocess.run([sys.executable, "-m", "grader", "similarity", str(root / "large"), "--out", str(root / "out")],
@@ -76,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
         pages = sum(p.stat().st_size for p in (root / "out").iterdir()) / 2**20
     print(f"grader similarity on {options.size} submissions ({options.size * (options.size - 1) // 2} pairs): "
-          f"{wall:.1f} s wall, {cpu:.1f} CPU-s, {pages:.1f} MiB written; {cpu_model()}")
+          f"{wall:.1f} s wall, {cpu:.1f} CPU-s, {pages:.1f} MiB written; {records.cpu()['model']}")
+    run.write("grader similarity: copies flagged and honest pairs not, and what a class of copies costs",
+              {**separated, "class": options.size, "wall s": round(wall, 1), "CPU-s": round(cpu, 1),
+               "MiB written": round(pages, 1)})
     return 0
 
 

@@ -15,7 +15,9 @@ import time
 
 import psutil
 
+from grader.bench import records
 from grader.containment.tree import processes
+
 
 def _tree_rss(root: int) -> tuple[int, int, int]:
     """(sum of RSS in bytes, largest RSS, process count) of ``root`` and its descendants."""
@@ -40,16 +42,21 @@ def measure(command: list[str], interval: float = 0.05) -> dict[str, float]:
             "seconds": time.monotonic() - started, "exit": process.returncode}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.tree_memory", description=__doc__)
     parser.add_argument("--interval", type=float, default=0.05)
     parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command to measure after --")
+    run = records.start("tree_memory", argv)
     result = measure(command, args.interval)
     print(f"peak resident memory of the process tree: {result['peak_tree_mib']:.0f} MiB (largest process "
           f"{result['peak_process_mib']:.0f} MiB, up to {result['processes']} processes); {result['seconds']:.1f} s, "
           f"exit {result['exit']}")
+    run.write(f"peak resident memory of the process tree of: {' '.join(command)}",
+              {name: round(value, 1) if isinstance(value, float) else value for name, value in result.items()})
     return 0
 
 

@@ -25,7 +25,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from grader.bench.alternate import Command, alternate
+from grader.bench import records
+from grader.bench.alternate import Command, alternate, summary
 from grader.options import GPU_MODES, PROFILES
 from grader.paths import KIT_ROOT
 
@@ -70,12 +71,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    run = records.start("versus", argv)
     with tempfile.TemporaryDirectory(prefix="kit-versus-") as tmp:
         base = export(args.base, Path(tmp) / "base")
-        alternate({name: Command(command(kit, args, Path(tmp) / f"{label}.json"), kit,
-                                 {**os.environ, "PYTHONPATH": str(kit)})
-                   for name, label, kit in ((args.base, "base", base), ("this kit", "now", KIT_ROOT))}, args.rounds)
+        runs = alternate({name: Command(command(kit, args, Path(tmp) / f"{label}.json"), kit,
+                                        {**os.environ, "PYTHONPATH": str(kit)})
+                          for name, label, kit in ((args.base, "base", base), ("this kit", "now", KIT_ROOT))},
+                         args.rounds)
+    run.write(claim(args), *summary(runs))
     return 0
+
+
+def claim(args: argparse.Namespace) -> str:
+    """What a run of ``args`` measures, the same for every base it is compared with."""
+    if args.mutants:
+        return f"this kit against an earlier one: the kill matrix of {args.mutants}"
+    return (f"this kit against an earlier one: a grading of the reference ({args.problems or 'all problems'}, "
+            f"--jobs {args.jobs}, {args.profile} profile, --gpu {args.gpu})")
 
 
 if __name__ == "__main__":
