@@ -75,7 +75,7 @@ def _stubs(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 def _release(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser = sub.add_parser("release", help="write the student repository (stubs, public tests, handout) and verify it")
-    parser.add_argument("out", help="a new or empty folder")
+    parser.add_argument("out", type=arguments.output_folder, help="a new or empty folder")
     return lambda a: importlib.import_module("grader.release").main(a.out)
 
 

@@ -21,9 +21,13 @@ The zip is reproducible: fixed order, fixed timestamps, the same bytes for the s
 
 from __future__ import annotations
 
+import math
 import sys
 import zipfile
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from ..options import GradingOptions
 from ..paths import KIT_ROOT
@@ -85,14 +89,33 @@ def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fal
     bundle.writestr(info, data)
 
 
+def check_torch(torch: str, torch_index_url: str) -> None:
+    """BundleError unless ``torch`` is a pip requirement for torch and the index (if any) an http(s) address."""
+    try:
+        name = canonicalize_name(Requirement(torch).name)
+    except InvalidRequirement:
+        name = ""
+    if name != "torch":
+        raise BundleError(f"--torch {torch!r}: expected what pip installs for torch, e.g. {TESTED_TORCH} or torch>=2.6")
+    if torch_index_url and not torch_index_url.startswith(("https://", "http://")):
+        raise BundleError(f"--torch-index-url {torch_index_url!r}: expected an http(s) address, or '' for PyPI")
+
+
+def timeout_minutes(options: GradingOptions) -> int:
+    """The autograder timeout Gradescope must be set to (its default, unless the budget needs more)."""
+    return max(GRADESCOPE_SECONDS, math.ceil(options.budget_seconds / BUDGET_SHARE / 60) * 60) // 60
+
+
 def build(out: Path, *, options: GradingOptions = GRADESCOPE, torch: str = TESTED_TORCH,
           torch_index_url: str = CPU_TORCH_INDEX, kit: Path = KIT_ROOT) -> Path:
     """Write the autograder zip, whose run_autograder grades with ``options``, to ``out``; returns it."""
     if out.suffix != ".zip":
         raise BundleError(f"{out}: the bundle is a .zip file")
+    if not out.parent.is_dir():
+        raise BundleError(f"{out}: no folder {out.parent} (make it first)")
+    check_torch(torch, torch_index_url)
     config = _config(options, torch, torch_index_url)
     files = kit_files(kit)
-    out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.name}.tmp")
     try:
         with zipfile.ZipFile(temp, "w") as bundle:
@@ -117,9 +140,13 @@ def main(out: str, *, options: GradingOptions = GRADESCOPE, torch: str = TESTED_
         return 2
     with zipfile.ZipFile(path) as bundle:
         count = len(bundle.namelist())
+    minutes = timeout_minutes(options)
+    timeout = (f"Gradescope's default {GRADESCOPE_MEMORY_MB} MB and {minutes} minutes suffice with these settings"
+               if minutes * 60 == GRADESCOPE_SECONDS else
+               f"set the autograder timeout in Gradescope's settings to at least {minutes} minutes: its default "
+               f"{GRADESCOPE_SECONDS // 60} would stop every grading before this budget ends")
     print(f"wrote {path} ({count} files, {path.stat().st_size >> 10} KiB): upload it as the Gradescope "
-          f"autograder (Ubuntu 22.04 base image; Gradescope's default {GRADESCOPE_MEMORY_MB} MB and "
-          f"{GRADESCOPE_SECONDS // 60} minutes suffice with these settings, see README); GPU mode {options.gpu}, "
+          f"autograder (Ubuntu 22.04 base image; {timeout}, see README); GPU mode {options.gpu}, "
           f"hypothesis profile {options.profile}, {torch}, worker memory {options.memory_mb} MB, "
           f"budget {options.budget_seconds:g} s")
     return 0

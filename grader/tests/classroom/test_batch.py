@@ -129,7 +129,10 @@ def test_a_grade_command_stopped_by_sigint_keeps_no_result_and_a_rerun_grades_it
     assert results(out)["bob"]["extra_data"]["batch"]["status"] == "graded"
 
 
-def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path, signum):
+    """Ctrl-C reaches the terminal's foreground group; SIGTERM (kill PID, Slurm, CI) the batch alone, and stops
+    it even where SIGINT is ignored, as it is for a background job of a shell script."""
     folder = tmp_path / "class"
     for i in range(10):
         package(KIT / "solutions", folder / f"s{i:02d}")
@@ -138,14 +141,19 @@ def test_ctrl_c_keeps_what_finished_and_a_rerun_grades_only_the_rest(tmp_path):
               f"sys.exit(main({str(folder)!r}, out={str(out)!r}, jobs=2, options=GradingOptions(gpu='off'), "
               f"grade_command={FAKE_GRADE!r}))")
     env = {**os.environ, "FAKE_GRADE_SECONDS": "1.5", "PYTHONPATH": str(KIT)}
-    # A background job of a shell ignores SIGINT and its children inherit that: restore it, as a terminal has it.
+    # A background job of a shell ignores SIGINT and its children inherit that: for Ctrl-C, restore it as a terminal
+    # has it; for SIGTERM, ignore it as such a job has it.
+    sigint = signal.SIG_DFL if signum == signal.SIGINT else signal.SIG_IGN
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=KIT, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     deadline = time.monotonic() + 120
     while len(list((out / "results").glob("*.json"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    if signum == signal.SIGINT:
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
     assert "interrupted" in output and "resume" in output

@@ -147,6 +147,15 @@ def test_default_bundle_fits_gradescopes_default_container_and_pins_the_tested_t
     assert ': "${KIT_MEMORY_MB=300}"' in config and ': "${KIT_BUDGET_SECONDS=120}"' in config
 
 
+def test_a_budget_beyond_gradescopes_default_timeout_says_what_to_set_it_to(tmp_path, capsys):
+    assert bundle.main(str(tmp_path / "b.zip")) == 0
+    assert "Gradescope's default 768 MB and 10 minutes suffice" in capsys.readouterr().out
+    assert bundle.main(str(tmp_path / "b.zip"), options=replace(bundle.GRADESCOPE, budget_seconds=5000)) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "set the autograder timeout in Gradescope's settings to at least 93 minutes" in out
+    assert "10 minutes suffice" not in out
+
+
 def test_setup_refuses_a_python_older_than_3_10_with_what_to_do(tmp_path):
     fake = tmp_path / "bin"
     fake.mkdir()
