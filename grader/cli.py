@@ -193,7 +193,9 @@ def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("folder", type=arguments.existing_folder, metavar="OUT_DIR", help="a batch output folder "
                                                                                         "(or a folder holding them)")
     parser.add_argument("student", help="the student id (the submission's name)")
-    return lambda a: importlib.import_module("grader.classroom.show").main(a.folder, a.student)
+    parser.add_argument("--overrides", type=arguments.readable_csv, help="as grader gradebook's: the student's "
+                                                                         "overridden scores follow, with the reason")
+    return lambda a: importlib.import_module("grader.classroom.show").main(a.folder, a.student, overrides=a.overrides)
 
 
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:

@@ -27,6 +27,12 @@ class SubmissionError(ValueError):
     """What was handed in cannot be graded; the message says why, in one line."""
 
 
+def upload_fix(error: SubmissionError) -> str:
+    """What the student reads when their upload cannot be graded: what is wrong and what to upload instead."""
+    return (f"Your upload could not be graded: {error}. Upload again: a readable .zip with your assignment/ folder "
+            f"({', '.join(f'{m}.py' for m in MODULES)} in it), or those files themselves.")
+
+
 def _resolve(spec: str) -> Path:
     path = Path(spec)
     if path.exists():

@@ -34,7 +34,7 @@ from ..problems import PROBLEMS, Problem, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from . import judges
 from .results import GradingResult, TestResult, write_atomic, write_json_atomic
-from ..submission import SubmissionError, stage
+from ..submission import SubmissionError, stage, upload_fix
 
 
 
@@ -240,7 +240,9 @@ def grade(submission: str | Path, options: GradingOptions | None = None, *, jobs
             reports = _run_judges(groups, package, workdir, run)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    tests = [TestResult.from_record(record) for report in reports for record in report.tests]
+    order = {key: index for index, key in enumerate(PROBLEMS)}  # what students read: P1 first, whichever ended first
+    tests = sorted((TestResult.from_record(record) for report in reports for record in report.tests),
+                   key=lambda test: order.get(test.problem, len(order)))
     isolation = next((r.isolation for r in reports if r.isolation), {})
     failures = "; ".join(r.failed for r in reports if r.failed)
     return GradingResult(tests=tuple(tests), submission=str(submission), isolation=isolation,
@@ -261,7 +263,8 @@ def main(submission: str, *, options: GradingOptions = GradingOptions(), out: Pa
         with console.status(f"grading {submission} ({jobs} judge session{'s' if jobs > 1 else ''})..."):
             result = grade(submission, options, jobs=jobs, masks=(out.resolve(),) if out else (), started=started)
     except (SubmissionError, GradingError) as exc:
-        result = GradingResult.failed(str(submission), str(exc), time.monotonic() - started)
+        result = GradingResult.failed(str(submission), str(exc), time.monotonic() - started,
+                                      upload_fix(exc) if isinstance(exc, SubmissionError) else "")
         _write(result, out, junit, options.not_run, visibility)
         print(f"grader grade: cannot grade {submission}: {exc}", file=sys.stderr)
         return 2

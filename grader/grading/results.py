@@ -115,16 +115,19 @@ class GradingResult:
         return scores
 
     @classmethod
-    def failed(cls, submission: str, error: str, execution_time: float = 0.0) -> GradingResult:
-        return cls(tests=(), submission=submission, error=error, execution_time=execution_time)
+    def failed(cls, submission: str, error: str, execution_time: float = 0.0, fix: str = "") -> GradingResult:
+        """A grading that could not complete; ``fix``: what the student can do about it (their upload's fault)."""
+        return cls(tests=(), submission=submission, error=error, execution_time=execution_time,
+                   notes=(fix,) if fix else ())
 
     def to_gradescope_dict(self, not_run: str = "exclude", visibility: str = "visible") -> dict[str, Any]:
         """Gradescope's results.json; ``not_run`` (exclude|zero) says how tests not run count."""
         tests = [_gradescope_test(t, not_run, visibility) for t in self.tests]
         if self.error:
             tests.insert(0, {"name": FAILED_ENTRY, "score": 0, "max_score": 0, "status": "failed",
-                             "output": "The grader could not finish grading this submission; your instructor "
-                                       "has the details. Your score may be incomplete.",
+                             "output": " ".join(self.notes) if self.notes and not self.tests else
+                             "The grader could not finish grading this submission; your instructor "
+                             "has the details. Your score may be incomplete.",
                              "visibility": "visible"})
         summary = [f"Score: {self.score:g} / {self.max_score:g}"]
         if self.options.get("gpu") == "only":

@@ -25,8 +25,8 @@ def main(folders: list[str], *, out: Path, similarity: Path | None = None, roste
 
     paths = [Path(f) for f in folders]
     try:
-        records, _, _ = collect(paths, roster, overrides)
-        page = html(records, paths, reviews(similarity), similarity, Path(out))
+        records, _, changes = collect(paths, roster, overrides)
+        page = html(records, paths, reviews(similarity), similarity, Path(out), changes)
     except GradebookError as exc:
         print(f"grader report: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

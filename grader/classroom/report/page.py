@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import os
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from jinja2 import Environment
 from markupsafe import Markup
 
 from ...problems import PROBLEMS, TOTAL_POINTS
-from ..gradebook.inputs import OVERRIDDEN
+from ..gradebook.inputs import OVERRIDDEN, Change
 from ..gradebook.plots import histogram, problem_scores
 from ..gradebook.records import NOT_IN_ROSTER, GradebookError, Record, number, read_results
 from ..gradebook.summary import counts, known_mistakes, most_failed, problem_means, tally_tests, totals
@@ -76,13 +77,13 @@ def _svg(figure) -> Markup:
     return Markup(text[text.index("<svg"):])
 
 
-def _feedback(record: Record, folders: list[Path]) -> str:
-    """What ``grader show`` prints for the student: their feedback, or why there is none."""
+def _feedback(record: Record, folders: list[Path], changes: list[Change]) -> str:
+    """What ``grader show --overrides`` prints for the student: their feedback, or why there is none."""
     if record.status == "missing":
         return f"No result: {record.reason}"
     for folder in folders:
         try:
-            return student_view(read_results(find(folder, record.student))[0])[0]
+            return student_view(read_results(find(folder, record.student))[0], changes, record.total)[0]
         except GradebookError:
             continue
     return f"{record.status}: {record.reason or f'grader show OUT_DIR {record.student} prints it (two passes: each folder)'}"
@@ -100,8 +101,10 @@ def _flagger(pairs: list[Review]):
     return flags
 
 
-def html(records: list[Record], folders: list[Path], pairs: list[Review], similarity: Path | None, out: Path) -> str:
-    """The page for ``records``, read from ``folders``, with the similarity ``pairs`` of folder ``similarity``."""
+def html(records: list[Record], folders: list[Path], pairs: list[Review], similarity: Path | None, out: Path,
+         changes: Sequence[Change] = ()) -> str:
+    """The page for ``records``, read from ``folders``, with the similarity ``pairs`` of folder ``similarity``
+    and the overrides' ``changes`` (already in ``records``) in each student's feedback."""
     graded = [r for r in records if r.status == "graded"]
     judged = [r for r in records if r.tests]
     tally = tally_tests(judged)
@@ -115,4 +118,4 @@ def html(records: list[Record], folders: list[Path], pairs: list[Review], simila
         per_problem=problem_means(graded), failed=most_failed(tally),
         judged=len(judged), mistakes=known_mistakes(judged), unfinished=[r for r in records if r.status != "graded"],
         similarity=link, reviews=pairs, keys=list(PROBLEMS), records=records, number=number, flags=_flagger(pairs),
-        feedback={r.student: _feedback(r, folders) for r in records})
+        feedback={r.student: _feedback(r, folders, [c for c in changes if c.student == r.student]) for r in records})
