@@ -138,6 +138,9 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="CSV of manual scores: student, problem or test, points, reason")
     parser.add_argument("--similarity", type=arguments.existing_folder, default=defaults["similarity"], metavar="DIR",
                         help="a grader similarity output: its pairs to review are listed in the summary")
+    parser.add_argument("--late", type=arguments.readable_csv, default=defaults["late"], metavar="FILE",
+                        help="YAML: a due date, free late days and a penalty per day, extensions by student "
+                             "(docs/term.md); days late and penalties go into the totals, the CSV and the summary")
     lms = importlib.import_module("grader.classroom.gradebook.lms")
     parser.add_argument("--lms", choices=lms.KINDS, help="also write the totals for an LMS to import: canvas "
                                                          "(Canvas's gradebook columns, ids from --roster) or plain")
@@ -149,7 +152,7 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="what provisional rows (GPU tests not run) get in the LMS file: left blank, or their "
                              "total as it is; without it an LMS file with provisional rows is refused")
     return lambda a: importlib.import_module("grader.classroom.gradebook").main(
-        a.folders, csv=a.csv, roster=a.roster, overrides=a.overrides, similarity=a.similarity,
+        a.folders, csv=a.csv, roster=a.roster, overrides=a.overrides, similarity=a.similarity, late=a.late,
         lms=lms.Export(a.lms, a.lms_out, a.lms_assignment, a.missing, a.provisional) if a.lms else None)
 
 
@@ -184,8 +187,10 @@ def _report(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--roster", type=arguments.readable_csv, default=defaults["roster"], help="as grader gradebook's")
     parser.add_argument("--overrides", type=arguments.readable_csv, default=defaults["overrides"],
                         help="as grader gradebook's")
+    parser.add_argument("--late", type=arguments.readable_csv, default=defaults["late"], metavar="FILE",
+                        help="as grader gradebook's")
     return lambda a: importlib.import_module("grader.classroom.report").main(
-        a.folders, out=a.html, similarity=a.similarity, roster=a.roster, overrides=a.overrides)
+        a.folders, out=a.html, similarity=a.similarity, roster=a.roster, overrides=a.overrides, late=a.late)
 
 
 def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:

@@ -18,7 +18,8 @@ Each batch's ``batch.json`` lists the students it was responsible for: a listed 
 result becomes a "missing" row, and a shard I/N whose sibling shards are absent is reported.
 With ``--roster``, roster students without a submission are "missing" rows and submissions not
 in it are noted. Error and missing rows total 0, with the reason in ``notes``. ``--overrides``
-sets problem or test scores by hand, the reason kept (``inputs``). ``--similarity DIR`` lists the
+sets problem or test scores by hand, the reason kept (``inputs``); ``--late FILE`` applies a due date and
+a late policy to the submission times (``late``: days late, free days, penalty). ``--similarity DIR`` lists the
 pairs ``grader similarity`` flagged in the summary, to review. ``--lms canvas|plain --lms-out FILE``
 also writes the totals as an LMS imports them (``lms``). A lost result, a lost shard
 or a submission not in the roster makes the exit status 1 (the files are written all the same).
@@ -32,6 +33,7 @@ from pathlib import Path
 from ...grading.results import write_atomic
 from ..similarity.pairs import Review, SimilarityError, to_review
 from .inputs import Change, apply_overrides, apply_roster, read_overrides, roster_rows
+from .late import apply_late, read_policy
 from .lms import Export, lms_text
 from .records import (COLUMNS, NO_RESULT, GradebookError, Record, listed_without_result, merge, read_record,
                       result_files)
@@ -46,9 +48,9 @@ def outputs(out_csv: Path) -> dict[str, Path]:
             "problems": out_csv.with_name(f"{out_csv.stem}-problems.png")}
 
 
-def collect(folders: list[Path], roster: Path | None = None,
-            overrides: Path | None = None) -> tuple[list[Record], list[str], list[Change]]:
-    """Every row (merged, roster applied, overrides applied), the shard gaps and the overrides' changes."""
+def collect(folders: list[Path], roster: Path | None = None, overrides: Path | None = None,
+            late: Path | None = None) -> tuple[list[Record], list[str], list[Change]]:
+    """Every row (merged, roster, overrides and late policy applied), the shard gaps and the overrides' changes."""
     for folder in folders:
         if not folder.is_dir():
             raise GradebookError(f"no such folder: {folder}")
@@ -61,6 +63,8 @@ def collect(folders: list[Path], roster: Path | None = None,
     if roster is not None:
         records = apply_roster(records, list(roster_rows(roster)))
     records, changes = apply_overrides(records, read_overrides(overrides) if overrides else [])
+    if late is not None:
+        records = apply_late(records, read_policy(late))
     return records, gaps, changes
 
 
@@ -73,7 +77,8 @@ def reviews(similarity: Path | None) -> list[Review]:
 
 
 def build(folders: list[Path], out_csv: Path, *, roster: Path | None = None, overrides: Path | None = None,
-          similarity: Path | None = None, lms: Export | None = None) -> tuple[list[Record], list[str]]:
+          similarity: Path | None = None, lms: Export | None = None,
+          late: Path | None = None) -> tuple[list[Record], list[str]]:
     """Merge ``folders`` and write the CSV, summary and figures (and the LMS export); returns the rows
     and shard gaps.
 
@@ -81,7 +86,7 @@ def build(folders: list[Path], out_csv: Path, *, roster: Path | None = None, ove
     """
     from .plots import histogram, problem_scores, write_png
 
-    records, gaps, changes = collect(folders, roster, overrides)
+    records, gaps, changes = collect(folders, roster, overrides, late)
     summary = summary_text(records, gaps, changes, reviews(similarity))
     export = lms_text(records, roster_rows(roster) if roster else {}, lms) if lms else None
     files = outputs(out_csv)
@@ -95,11 +100,12 @@ def build(folders: list[Path], out_csv: Path, *, roster: Path | None = None, ove
 
 
 def main(folders: list[str], *, csv: Path = Path("gradebook.csv"), roster: Path | None = None,
-         overrides: Path | None = None, similarity: Path | None = None, lms: Export | None = None) -> int:
+         overrides: Path | None = None, similarity: Path | None = None, lms: Export | None = None,
+         late: Path | None = None) -> int:
     """Write the gradebook; 0 when complete, 1 when something needs attention (see ``incomplete``), 2 when refused."""
     try:
         records, gaps = build([Path(f) for f in folders], Path(csv), roster=roster, overrides=overrides,
-                              similarity=similarity, lms=lms)
+                              similarity=similarity, lms=lms, late=late)
     except GradebookError as exc:
         print(f"grader gradebook: {exc}", file=sys.stderr)
         return 2

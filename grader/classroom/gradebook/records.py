@@ -13,13 +13,17 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...problems import PROBLEMS, TOTAL_POINTS
 from ...grading.results import GradingResult, TestResult, kit_data, regrade_reason
 
-COLUMNS = ("student", "total", *PROBLEMS, "provisional", "status", "graded_at", "isolation", "notes")
-MAX_ROW = ["max points", str(TOTAL_POINTS), *(str(p.points) for p in PROBLEMS.values()), "", "max", "", "", ""]
+if TYPE_CHECKING:
+    from .late import Late
+
+COLUMNS = ("student", "total", *PROBLEMS, "provisional", "days_late", "late_penalty", "status", "graded_at", "isolation",
+           "notes")
+MAX_ROW = ["max points", str(TOTAL_POINTS), *(str(p.points) for p in PROBLEMS.values()), "", "", "", "max", "", "", ""]
 NO_RESULT = "listed by its batch, no result (interrupted? re-run the batch)"
 NO_SUBMISSION = "in the roster, no submission"
 NOT_IN_ROSTER = "not in the roster"
@@ -53,6 +57,7 @@ class Record:
     gpu_pass: bool = False  # graded with --gpu only (the GPU tests alone)
     grading: str = ""  # the kit version and grading options but --gpu (JSON): what two passes must share
     lms: dict[str, str] = field(default_factory=dict, compare=False)  # who the LMS knows (``layouts``), if it said
+    late: Late | None = None  # how late, and what it cost (``late``, with --late); the total is after it
 
     @classmethod
     def missing(cls, student: str, reason: str) -> Record:
@@ -61,9 +66,10 @@ class Record:
 
     def row(self) -> list[str]:
         notes = "; ".join(" ".join(note.split())[:300] for note in (self.reason, *self.notes) if note)
+        late = [str(self.late.days), number(self.late.penalty)] if self.late else ["", ""]
         return [self.student, number(self.total), *map(number, self.problems),
-                "" if self.status == "missing" else str(self.provisional).lower(), self.status, self.graded_at, self.isolation,
-                notes]
+                "" if self.status == "missing" else str(self.provisional).lower(), *late, self.status, self.graded_at,
+                self.isolation, notes]
 
     def identity(self) -> tuple:
         """What two records of one student must share to be the same grade (not when or where it was written)."""

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from ...problems import PROBLEMS, TOTAL_POINTS
 from ..similarity.pairs import Review
 from .inputs import Change
+from .late import UNKNOWN
 from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number
 
 MOST_FAILED = 10
@@ -161,6 +162,11 @@ def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change])
         lines += ["", "## Missing (0 points)", ""]
         lines += [f"- {r.student}: {r.reason}" for r in missing]
         lines += [f"- {gap}: no batch.json found (its results were not merged)" for gap in gaps]
+    late = [r for r in records if (r.late and r.late.days) or UNKNOWN in r.notes]
+    if late:
+        lines += ["", "## Late", "", "| student | days late | free days | penalty | note |", "|---|---:|---:|---:|---|"]
+        lines += [f"| {_cell(r.student)} | {r.late.days} | {r.late.free} | {number(r.late.penalty)} | "
+                  f"{_cell(r.late.reason)} |" if r.late else f"| {_cell(r.student)} | ? | | | {UNKNOWN} |" for r in late]
     unlisted = [r.student for r in records if NOT_IN_ROSTER in r.notes]
     if unlisted:
         lines += ["", "## Not in the roster (graded all the same: check the student ids)", ""]
@@ -182,11 +188,14 @@ def _reviews_section(reviews: Sequence[Review]) -> list[str]:
 
 
 def incomplete(records: list[Record], gaps: list[str]) -> list[str]:
-    """What makes the gradebook incomplete (exit status 1): results a batch lost, shards, unknown students."""
+    """What makes the gradebook incomplete (exit status 1): results a batch lost, shards, unknown students,
+    late students whose lateness is unknown."""
     lost = sum(r.reason == NO_RESULT for r in records)
     unlisted = sum(NOT_IN_ROSTER in r.notes for r in records)
+    unknown = sum(UNKNOWN in r.notes for r in records)
     return ([f"{lost} students without a result"] * bool(lost) + gaps
-            + [f"{unlisted} submissions not in the roster"] * bool(unlisted))
+            + [f"{unlisted} submissions not in the roster"] * bool(unlisted)
+            + [f"{unknown} late students without a submission time (days_late in the late file)"] * bool(unknown))
 
 
 def _cell(text: str) -> str:

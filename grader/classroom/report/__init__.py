@@ -19,13 +19,13 @@ from ..gradebook.records import GradebookError
 
 
 def main(folders: list[str], *, out: Path, similarity: Path | None = None, roster: Path | None = None,
-         overrides: Path | None = None) -> int:
+         overrides: Path | None = None, late: Path | None = None) -> int:
     """Write the page; 0 when written, 2 when refused (nothing written)."""
     from .page import html  # matplotlib, for the figures: not for every grader command
 
     paths = [Path(f) for f in folders]
     try:
-        records, _, changes = collect(paths, roster, overrides)
+        records, _, changes = collect(paths, roster, overrides, late)
         page = html(records, paths, reviews(similarity), similarity, Path(out), changes)
     except GradebookError as exc:
         print(f"grader report: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from ...problems import PROBLEMS, TOTAL_POINTS
 from ..gradebook.inputs import OVERRIDDEN, Change
+from ..gradebook.late import UNKNOWN
 from ..gradebook.plots import histogram, problem_scores
 from ..gradebook.records import NOT_IN_ROSTER, GradebookError, Record, number, read_results
 from ..gradebook.summary import counts, known_mistakes, most_failed, problem_means, tally_tests, totals
@@ -60,10 +61,10 @@ the GPU pass (grader batch --gpu only) before posting them.</p>{% endif %}
 {% for r in reviews %}<tr><td>{{ r.a }}</td><td>{{ r.b }}</td><td class="n">{{ "%.2f"|format(r.score) }}</td>
 <td class="n">{{ r.lines }}</td></tr>{% endfor %}</table>{% else %}<p>No pair to review.</p>{% endif %}
 <h2>Students</h2>
-<table><tr><th>student</th><th>total</th>{% for key in keys %}<th>{{ key }}</th>{% endfor %}<th>status</th><th>flags</th></tr>
+<table><tr><th>student</th><th>total</th>{% for key in keys %}<th>{{ key }}</th>{% endfor %}<th>status</th><th>late</th><th>flags</th></tr>
 {% for r in records %}<tr><td><a href="#student-{{ r.student }}">{{ r.student }}</a></td><td class="n">{{ number(r.total) }}</td>
 {% for score in r.problems %}<td class="n">{{ number(score) }}</td>{% endfor %}<td>{{ r.status }}</td>
-<td>{{ flags(r)|join(", ") }}</td></tr>{% endfor %}</table>
+<td>{{ r.late.note() if r.late and r.late.days else "" }}</td><td>{{ flags(r)|join(", ") }}</td></tr>{% endfor %}</table>
 {% for r in records %}<section id="student-{{ r.student }}"><h3>{{ r.student }}</h3>
 <pre>{{ feedback[r.student] }}</pre></section>{% endfor %}
 </body></html>
@@ -96,6 +97,7 @@ def _flagger(pairs: list[Review]):
     def flags(record: Record) -> list[str]:
         return [flag for flag, on in (("provisional", record.status == "graded" and record.provisional),
                                       ("similar", record.student in similar),
+                                      ("late", bool(record.late and record.late.days) or UNKNOWN in record.notes),
                                       ("not in roster", NOT_IN_ROSTER in record.notes),
                                       ("override", any(OVERRIDDEN in note for note in record.notes))) if on]
     return flags
