@@ -23,7 +23,7 @@ def bytes_per_element(dtype: torch.dtype) -> int:
 
     Raises:
         ValueError: any other dtype (sub-byte such as ``torch.int4``, quantized such as
-            ``torch.qint8``) or something that is not a dtype.
+            ``torch.qint8``) or something that is not a dtype. [P1.element-size-refuses]
     """
     raise NotImplementedError("memory.bytes_per_element is not implemented yet: see handout.md, section 'memory.bytes_per_element'")
 
@@ -36,6 +36,7 @@ def tensor_memory_bytes(shape: Sequence[int], dtype: torch.dtype) -> int:
 
     Raises:
         ValueError: a shape that is not a sequence of non-negative ints, or an unsupported dtype.
+            [P1.tensor-bytes-refuses]
     """
     raise NotImplementedError("memory.tensor_memory_bytes is not implemented yet: see handout.md, section 'memory.tensor_memory_bytes'")
 
@@ -47,7 +48,7 @@ def float_layout(dtype: torch.dtype) -> tuple[int, int, int]:
     float8_e4m3fn (1, 4, 3), float8_e5m2 (1, 5, 2).
 
     Raises:
-        ValueError: any other dtype.
+        ValueError: any other dtype. [P1.float-layout-refuses]
     """
     raise NotImplementedError("memory.float_layout is not implemented yet: see handout.md, section 'memory.float_layout'")
 
@@ -58,12 +59,13 @@ def decode_float(bits: int, dtype: torch.dtype) -> float:
     ``bits`` is an int with ``0 <= bits < 2**(8 * bytes_per_element(dtype))``, laid out as
     sign | exponent | mantissa (most significant first). Dtypes: float32, float16, bfloat16,
     float8_e4m3fn, float8_e5m2. Normals, subnormals, signed zeros, infinities and NaN come out
-    exactly as PyTorch reads the same bits; float8_e4m3fn has no infinities and only
-    S.1111.111 is NaN. Bit arithmetic only: no reinterpreting through torch, numpy or struct.
+    exactly as PyTorch reads the same bits [P1.decode-float]; float8_e4m3fn has no infinities and
+    only S.1111.111 is NaN [P1.e4m3fn-nan]. Bit arithmetic only: no reinterpreting through torch,
+    numpy or struct [P1.decode-from-layout].
 
     Raises:
         ValueError: ``bits`` not an int in ``[0, 2**(8 * bytes_per_element(dtype)))``, or another
-            dtype.
+            dtype. [P1.decode-refuses]
     """
     raise NotImplementedError("memory.decode_float is not implemented yet: see handout.md, section 'memory.decode_float'")
 
@@ -80,7 +82,7 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
 
     Raises:
         ValueError: another dtype (``float8_e8m0fnu`` has no zero), a value that is not an int or
-            a float (a bool is refused), or a zero, infinite or NaN value.
+            a float (a bool is refused), or a zero, infinite or NaN value. [P1.underflow-refuses]
     """
     raise NotImplementedError("memory.underflows_to_zero is not implemented yet: see handout.md, section 'memory.underflows_to_zero'")
 
@@ -93,7 +95,7 @@ def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.fl
     float32 AdamW: 4 + 4 + (4 + 4) = 16.
 
     Raises:
-        ValueError: an unknown optimizer name or an unsupported dtype.
+        ValueError: an unknown optimizer name or an unsupported dtype. [P1.training-bytes-refuses]
     """
     raise NotImplementedError("memory.training_bytes_per_param is not implemented yet: see handout.md, section 'memory.training_bytes_per_param'")
 
@@ -105,7 +107,7 @@ def max_trainable_params(num_gpus: int | float, bytes_per_gpu: int | float, byte
     hold 4e10 parameters. Counts may be whole-number floats; bytes_per_param must be >= 1.
 
     Raises:
-        ValueError: ``bytes_per_param == 0``, or a negative or non-whole count.
+        ValueError: ``bytes_per_param == 0``, or a negative or non-whole count. [P1.max-params-refuses]
     """
     raise NotImplementedError("memory.max_trainable_params is not implemented yet: see handout.md, section 'memory.max_trainable_params'")
 
@@ -123,6 +125,6 @@ def deep_linear_memory(batch: int | float, dim: int | float, num_layers: int | f
 
     Raises:
         ValueError: an unknown optimizer name, an unsupported dtype, or a negative or non-whole
-            count.
+            count. [P1.deep-linear-refuses]
     """
     raise NotImplementedError("memory.deep_linear_memory is not implemented yet: see handout.md, section 'memory.deep_linear_memory'")

@@ -69,7 +69,7 @@ def bytes_per_element(dtype: torch.dtype) -> int:
 
     Raises:
         ValueError: any other dtype (sub-byte such as ``torch.int4``, quantized such as
-            ``torch.qint8``) or something that is not a dtype.
+            ``torch.qint8``) or something that is not a dtype. [P1.element-size-refuses]
     """
     # BEGIN SOLUTION
     if not isinstance(dtype, torch.dtype) or dtype not in _BYTES:
@@ -86,6 +86,7 @@ def tensor_memory_bytes(shape: Sequence[int], dtype: torch.dtype) -> int:
 
     Raises:
         ValueError: a shape that is not a sequence of non-negative ints, or an unsupported dtype.
+            [P1.tensor-bytes-refuses]
     """
     # BEGIN SOLUTION
     if not isinstance(shape, Sequence) or isinstance(shape, (str, bytes)):
@@ -104,7 +105,7 @@ def float_layout(dtype: torch.dtype) -> tuple[int, int, int]:
     float8_e4m3fn (1, 4, 3), float8_e5m2 (1, 5, 2).
 
     Raises:
-        ValueError: any other dtype.
+        ValueError: any other dtype. [P1.float-layout-refuses]
     """
     # BEGIN SOLUTION
     exponent, mantissa, _ = _format(dtype, _LAYOUT_DTYPES)
@@ -118,12 +119,13 @@ def decode_float(bits: int, dtype: torch.dtype) -> float:
     ``bits`` is an int with ``0 <= bits < 2**(8 * bytes_per_element(dtype))``, laid out as
     sign | exponent | mantissa (most significant first). Dtypes: float32, float16, bfloat16,
     float8_e4m3fn, float8_e5m2. Normals, subnormals, signed zeros, infinities and NaN come out
-    exactly as PyTorch reads the same bits; float8_e4m3fn has no infinities and only
-    S.1111.111 is NaN. Bit arithmetic only: no reinterpreting through torch, numpy or struct.
+    exactly as PyTorch reads the same bits [P1.decode-float]; float8_e4m3fn has no infinities and
+    only S.1111.111 is NaN [P1.e4m3fn-nan]. Bit arithmetic only: no reinterpreting through torch,
+    numpy or struct [P1.decode-from-layout].
 
     Raises:
         ValueError: ``bits`` not an int in ``[0, 2**(8 * bytes_per_element(dtype)))``, or another
-            dtype.
+            dtype. [P1.decode-refuses]
     """
     # BEGIN SOLUTION
     exponent_bits, mantissa_bits, bias = _format(dtype, _DECODE_DTYPES)
@@ -162,7 +164,7 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
 
     Raises:
         ValueError: another dtype (``float8_e8m0fnu`` has no zero), a value that is not an int or
-            a float (a bool is refused), or a zero, infinite or NaN value.
+            a float (a bool is refused), or a zero, infinite or NaN value. [P1.underflow-refuses]
     """
     # BEGIN SOLUTION
     _, mantissa_bits, bias = _format(dtype, _UNDERFLOW_DTYPES)
@@ -188,7 +190,7 @@ def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.fl
     float32 AdamW: 4 + 4 + (4 + 4) = 16.
 
     Raises:
-        ValueError: an unknown optimizer name or an unsupported dtype.
+        ValueError: an unknown optimizer name or an unsupported dtype. [P1.training-bytes-refuses]
     """
     # BEGIN SOLUTION
     states = _state_tensors(optimizer)
@@ -203,7 +205,7 @@ def max_trainable_params(num_gpus: int | float, bytes_per_gpu: int | float, byte
     hold 4e10 parameters. Counts may be whole-number floats; bytes_per_param must be >= 1.
 
     Raises:
-        ValueError: ``bytes_per_param == 0``, or a negative or non-whole count.
+        ValueError: ``bytes_per_param == 0``, or a negative or non-whole count. [P1.max-params-refuses]
     """
     # BEGIN SOLUTION
     gpus = as_count(num_gpus, "num_gpus")
@@ -228,7 +230,7 @@ def deep_linear_memory(batch: int | float, dim: int | float, num_layers: int | f
 
     Raises:
         ValueError: an unknown optimizer name, an unsupported dtype, or a negative or non-whole
-            count.
+            count. [P1.deep-linear-refuses]
     """
     # BEGIN SOLUTION
     batch, dim, num_layers = as_count(batch, "batch"), as_count(dim, "dim"), as_count(num_layers, "num_layers")
