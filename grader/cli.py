@@ -158,8 +158,9 @@ def _gradebook(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("classroom.similarity")
-    parser = sub.add_parser("similarity", help="compare every pair of submissions (copydetect, the stubs left out): "
-                                               "an HTML report and a CSV of pairs to review")
+    parser = sub.add_parser("similarity", help="compare every pair of submissions (copydetect, the stubs left out), "
+                                               "judged against the class's own pairs: clusters to review, a page "
+                                               "for each, and a CSV of every pair")
     parser.add_argument("submissions", help="folder with one entry per student (as grader batch reads it), or an "
                                             "archive of one")
     parser.add_argument("--out", type=arguments.output_folder, required=True,
@@ -170,9 +171,13 @@ def _similarity(sub: argparse._SubParsersAction) -> Callable[..., int]:
                         help="a pair is to review from this score (share of one side's own code found in the other)")
     parser.add_argument("--min-lines", type=arguments.jobs, default=defaults["min_lines"], metavar="N",
                         help="... and when at least N lines match")
+    parser.add_argument("--margin", type=arguments.share, default=defaults["margin"],
+                        help="... and when its score stands this far above the median of the class's other pairs "
+                             "(how alike honest work of this handout is)")
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="processes comparing at once")
     return lambda a: importlib.import_module("grader.classroom.similarity").main(
-        a.submissions, out=a.out, past=tuple(a.past), threshold=a.threshold, min_lines=a.min_lines, jobs=a.jobs)
+        a.submissions, out=a.out, past=tuple(a.past), threshold=a.threshold, min_lines=a.min_lines, margin=a.margin,
+        jobs=a.jobs)
 
 
 def _report(sub: argparse._SubParsersAction) -> Callable[..., int]:

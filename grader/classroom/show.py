@@ -12,7 +12,6 @@ and the total after them. How many tests were left out goes to stderr, for the i
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,10 +19,10 @@ from typing import Any
 
 from ..problems import PROBLEMS
 from .gradebook.inputs import Change, apply_overrides, read_overrides
-from .gradebook.records import GradebookError, merge, number, read_record, read_results, result_files
+from .gradebook.records import (GradebookError, merge, number, read_record, read_results, result_files,
+                                stub_function)
 
 HIDDEN = "hidden"
-STUB = re.compile(r"NotImplementedError: (\w+\.\w+) is not implemented yet")  # the message of a stub's raise
 
 
 def _points(value: Any) -> str:
@@ -36,9 +35,7 @@ def _problem(test: dict[str, Any]) -> str:
 
 
 def _stub_function(test: dict[str, Any]) -> str:
-    """The function a failed test found not implemented yet (``memory.float_layout``), else ""."""
-    found = STUB.search(str(test.get("output", ""))) if test.get("status") == "failed" else None
-    return found[1] if found else ""
+    return stub_function(str(test.get("output", ""))) if test.get("status") == "failed" else ""
 
 
 def _test_lines(test: dict[str, Any]) -> list[str]:
@@ -47,9 +44,11 @@ def _test_lines(test: dict[str, Any]) -> list[str]:
     return lines + [f"    {line}" for line in str(test.get("output", "")).splitlines()]
 
 
-def student_view(data: dict[str, Any], changes: Sequence[Change] = (), total: float | None = None) -> tuple[str, int]:
+def student_view(data: dict[str, Any], changes: Sequence[Change] = (), total: float | None = None,
+                 passed: bool = True) -> tuple[str, int]:
     """The text the student sees, and how many tests are hidden from them; ``changes``: the instructor's
-    overrides of this student's scores, ``total`` the score after them."""
+    overrides of this student's scores, ``total`` the score after them; ``passed=False`` counts the passed
+    tests instead of listing them (the class report's short form)."""
     tests = [t for t in data.get("tests", []) if isinstance(t, dict)]
     default = data.get("visibility", "visible")
     if default == HIDDEN:
@@ -62,8 +61,12 @@ def student_view(data: dict[str, Any], changes: Sequence[Change] = (), total: fl
         if _stub_function(test):
             stubs.setdefault(_problem(test), []).append(test)
     lines = [str(data.get("output", "")).rstrip(), ""]
+    if not passed:
+        lines.append(f"{sum(t.get('status') == 'passed' for t in shown)} tests passed (not listed)")
     for test in shown:
         key = _problem(test)
+        if not passed and test.get("status") == "passed":
+            continue
         if not _stub_function(test):
             lines += _test_lines(test)
         elif test is stubs[key][0]:

@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ...problems import PROBLEMS, TOTAL_POINTS
-from ..similarity.pairs import Review
+from ..similarity.pairs import Review, grouped
 from .inputs import Change
 from .late import UNKNOWN
-from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number
+from ...grading.results import TestResult
+from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number, stub_function
 
 MOST_FAILED = 10
-OUTCOMES = ("passed", "failed", "error", "not_run")
+OUTCOMES = ("passed", "failed", "not_attempted", "error", "not_run")  # not attempted: failed on a stub
 
 
 def csv_text(records: list[Record]) -> str:
@@ -91,13 +92,19 @@ def problem_means(graded: list[Record]) -> list[ProblemMean]:
     return found
 
 
+def outcome(test: TestResult) -> str:
+    """The test's status, but ``not_attempted`` for a failure on a function still a stub."""
+    return "not_attempted" if test.status == "failed" and stub_function(test.message) else test.status
+
+
 def tally_tests(judged: list[Record]) -> dict[str, dict[str, int]]:
-    """Each test (``"P3 name"``, in problem order) and how many rows it passed, failed, errored or did not run."""
+    """Each test (``"P3 name"``, in problem order) and how many rows it passed, failed (a wrong answer), did
+    not attempt (a stub), errored or did not run."""
     tally: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
     order = {key: i for i, key in enumerate(PROBLEMS)}
     for record in judged:
         for test in record.tests:
-            tally[(order.get(test.problem, len(order)), f"{test.problem} {test.name}")][test.status] += 1
+            tally[(order.get(test.problem, len(order)), f"{test.problem} {test.name}")][outcome(test)] += 1
     return {name: counts for (_, name), counts in sorted(tally.items())}
 
 
@@ -108,26 +115,27 @@ def most_failed(tally: dict[str, dict[str, int]]) -> list[tuple[str, int]]:
 
 
 def pass_rate(counts: dict[str, int]) -> str:
-    ran = counts["passed"] + counts["failed"]
+    ran = counts["passed"] + counts["failed"] + counts.get("not_attempted", 0)
     return f"{100 * counts['passed'] / ran:.1f}%" if ran else "-"
 
 
 def _tests_section(judged: list[Record]) -> list[str]:
-    """Pass rate per test (passed / (passed + failed)) and the tests most often failed, over every row with tests."""
+    """Pass rate per test (passed / run) and the tests most often answered wrong (a stub is not attempted, not
+    wrong), over every row with tests."""
     tally = tally_tests(judged)
-    lines = ["", "## Pass rate per test", "", "| test | passed | failed | error | not run | pass rate |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["", "## Pass rate per test", "", "| test | passed | failed | not attempted | error | not run | pass rate |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, n in tally.items():
-        lines.append(f"| {_cell(name)} | {n['passed']} | {n['failed']} | {n['error']} | {n['not_run']} | "
-                     f"{pass_rate(n)} |")
-    lines += ["", f"## Most often failed (top {MOST_FAILED})", ""]
+        lines.append(f"| {_cell(name)} | {n['passed']} | {n['failed']} | {n['not_attempted']} | {n['error']} | "
+                     f"{n['not_run']} | {pass_rate(n)} |")
+    lines += ["", f"## Most often failed, stubs left out (top {MOST_FAILED})", ""]
     lines += [f"{i}. {_cell(name)}: failed by {n} of {len(judged)}" for i, (name, n) in
               enumerate(most_failed(tally), 1)] or ["No test failed."]
     return lines
 
 
-def known_mistakes(judged: list[Record]) -> list[tuple[str, str, int]]:
-    """(problem, mistake, students) for each known mistake a failed test named (``grader.judge.diagnosis``),
+def known_mistakes(judged: list[Record]) -> list[tuple[str, str, list[str]]]:
+    """(problem, mistake, the students) for each known mistake a failed test named (``grader.judge.diagnosis``),
     in problem order, the most common first."""
     students: dict[tuple[str, str], set[str]] = defaultdict(set)
     for record in judged:
@@ -136,7 +144,7 @@ def known_mistakes(judged: list[Record]) -> list[tuple[str, str, int]]:
                 students[(test.problem, mistake)].add(record.student)
     order = {key: i for i, key in enumerate(PROBLEMS)}
     ranked = sorted(students.items(), key=lambda item: (order.get(item[0][0], len(order)), -len(item[1]), item[0][1]))
-    return [(problem, mistake, len(who)) for (problem, mistake), who in ranked]
+    return [(problem, mistake, sorted(who)) for (problem, mistake), who in ranked]
 
 
 def _mistakes_section(judged: list[Record]) -> list[str]:
@@ -146,7 +154,7 @@ def _mistakes_section(judged: list[Record]) -> list[str]:
         return ["", "## Known mistakes", "", "No failed test matched a known mistake."]
     return ["", "## Known mistakes (students whose failed tests behave like each)", "",
             "| problem | mistake | students |", "|---|---|---:|"] + [
-        f"| {problem} | {_cell(mistake)} | {count} |" for problem, mistake, count in mistakes]
+        f"| {problem} | {_cell(mistake)} | {len(who)} |" for problem, mistake, who in mistakes]
 
 
 def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change]) -> list[str]:
@@ -179,12 +187,12 @@ def _problem_rows(records: list[Record], gaps: list[str], changes: list[Change])
 
 
 def _reviews_section(reviews: Sequence[Review]) -> list[str]:
-    """The pairs ``grader similarity`` flagged: to look at, never a grade change."""
+    """The clusters ``grader similarity`` flagged: to look at, never a grade change."""
     if not reviews:
         return []
     return ["", "## To review: submissions that look alike (grader similarity; no grade was changed)", "",
-            "| a | b | score | lines |", "|---|---|---:|---:|"] + [
-        f"| {_cell(r.a)} | {_cell(r.b)} | {r.score:.2f} | {r.lines} |" for r in reviews]
+            "| cluster | submissions | pairs | best score |", "|---:|---|---:|---:|"] + [
+        f"| {c.number} | {_cell(', '.join(c.names))} | {c.pairs} | {c.best:.2f} |" for c in grouped(list(reviews))]
 
 
 def incomplete(records: list[Record], gaps: list[str]) -> list[str]:

@@ -16,9 +16,9 @@ from ..gradebook.inputs import OVERRIDDEN, Change
 from ..gradebook.late import UNKNOWN
 from ..gradebook.plots import histogram, problem_scores
 from ..gradebook.records import NOT_IN_ROSTER, GradebookError, Record, number, read_results
-from ..gradebook.summary import counts, known_mistakes, most_failed, problem_means, tally_tests, totals
+from ..gradebook.summary import counts, known_mistakes, most_failed, outcome, problem_means, tally_tests, totals
 from ..show import find, student_view
-from ..similarity.pairs import Review
+from ..similarity.pairs import Review, grouped
 
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Class report</title>
@@ -44,22 +44,27 @@ the GPU pass (grader batch --gpu only) before posting them.</p>{% endif %}
 <td class="n">{{ "%.2f"|format(m.mean) }}</td><td class="n">{{ m.points }}</td><td class="n">{{ m.percent }}</td>
 <td class="n">{{ m.rate }}</td><td class="n">{{ m.not_run }}</td></tr>{% endfor %}</table>
 <h2>Tests most often failed</h2>
+<p>Wrong answers only: a test that met a function still a stub counts as not attempted ({{ not_attempted }} rows
+left at least one function unwritten).</p>
 {% if failed %}<ol>{% for name, n in failed %}<li>{{ name }}: failed by {{ n }} of {{ judged }}</li>{% endfor %}</ol>
 {% else %}<p>No test failed.</p>{% endif %}
 <h2>Known mistakes per problem (what to re-teach)</h2>
-{% if mistakes %}<table><tr><th>problem</th><th>mistake</th><th>students</th></tr>
-{% for problem, mistake, n in mistakes %}<tr><td>{{ problem }}</td><td>{{ mistake }}</td><td class="n">{{ n }}</td></tr>{% endfor %}
+{% if mistakes %}<table><tr><th>problem</th><th>mistake</th><th>what it is</th><th>students</th><th>who</th></tr>
+{% for problem, mistake, who in mistakes %}<tr><td>{{ problem }}</td><td>{{ mistake }}</td><td>{{ explain(mistake) }}</td>
+<td class="n">{{ who|length }}</td><td>{% for s in who[:12] %}<a href="#student-{{ s }}">{{ s }}</a>{{ ", " if not loop.last }}{% endfor %}
+{% if who|length > 12 %} and {{ who|length - 12 }} more{% endif %}</td></tr>{% endfor %}
 </table>{% else %}<p>No failed test matched a known mistake.</p>{% endif %}
 <h2>Errors and missing</h2>
 {% if unfinished %}<table><tr><th>student</th><th>status</th><th>reason</th></tr>
 {% for r in unfinished %}<tr><td><a href="#student-{{ r.student }}">{{ r.student }}</a></td><td class="error">{{ r.status }}</td>
 <td>{{ r.reason }}</td></tr>{% endfor %}</table>{% else %}<p>None.</p>{% endif %}
-<h2>Similarity: pairs to review</h2>
+<h2>Similarity: clusters to review</h2>
 {% if similarity is none %}<p>Not run (grader similarity, then --similarity DIR).</p>
-{% elif reviews %}<p>No grade was changed. <a href="{{ similarity }}">The pairs side by side</a>.</p>
-<table><tr><th>a</th><th>b</th><th>score</th><th>lines</th></tr>
-{% for r in reviews %}<tr><td>{{ r.a }}</td><td>{{ r.b }}</td><td class="n">{{ "%.2f"|format(r.score) }}</td>
-<td class="n">{{ r.lines }}</td></tr>{% endfor %}</table>{% else %}<p>No pair to review.</p>{% endif %}
+{% elif clusters %}<p>No grade was changed. <a href="{{ similarity }}/similarity.html">Every pair</a>.</p>
+<table><tr><th>cluster</th><th>submissions</th><th>pairs</th><th>best score</th></tr>
+{% for c in clusters %}<tr><td><a href="{{ similarity }}/clusters/cluster-{{ c.number }}.html">{{ c.number }}</a></td>
+<td>{{ c.names|join(", ") }}</td><td class="n">{{ c.pairs }}</td><td class="n">{{ "%.2f"|format(c.best) }}</td></tr>
+{% endfor %}</table>{% else %}<p>No pair to review.</p>{% endif %}
 <h2>Students</h2>
 <table><tr><th>student</th><th>total</th>{% for key in keys %}<th>{{ key }}</th>{% endfor %}<th>status</th><th>late</th><th>flags</th></tr>
 {% for r in records %}<tr><td><a href="#student-{{ r.student }}">{{ r.student }}</a></td><td class="n">{{ number(r.total) }}</td>
@@ -84,10 +89,18 @@ def _feedback(record: Record, folders: list[Path], changes: list[Change]) -> str
         return f"No result: {record.reason}"
     for folder in folders:
         try:
-            return student_view(read_results(find(folder, record.student))[0], changes, record.total)[0]
+            return student_view(read_results(find(folder, record.student))[0], changes, record.total, passed=False)[0]
         except GradebookError:
             continue
     return f"{record.status}: {record.reason or f'grader show OUT_DIR {record.student} prints it (two passes: each folder)'}"
+
+
+def _explainer():
+    """A known mistake's id to its explanation (and the handout section that explains it)."""
+    from ...mistakes import load
+
+    known = {m.id: m.misconception + (f" (handout: {m.section})" if m.section else "") for m in load()}
+    return lambda mistake: known.get(mistake, "")
 
 
 def _flagger(pairs: list[Review]):
@@ -111,13 +124,14 @@ def html(records: list[Record], folders: list[Path], pairs: list[Review], simila
     judged = [r for r in records if r.tests]
     tally = tally_tests(judged)
     scores = totals(records)
-    link = os.path.relpath(similarity / "similarity.html", out.resolve().parent) if similarity else None
+    link = os.path.relpath(similarity, out.resolve().parent) if similarity else None
     environment = Environment(autoescape=True)
     return environment.from_string(TEMPLATE).render(
         count=counts(records), provisional=[r.student for r in graded if r.provisional], mean=statistics.fmean(scores) if scores else None,
         median=number(statistics.median(scores)) if scores else "", total=TOTAL_POINTS,
         histogram=_svg(histogram(records)), problems=_svg(problem_scores(records)),
         per_problem=problem_means(graded), failed=most_failed(tally),
-        judged=len(judged), mistakes=known_mistakes(judged), unfinished=[r for r in records if r.status != "graded"],
-        similarity=link, reviews=pairs, keys=list(PROBLEMS), records=records, number=number, flags=_flagger(pairs),
+        judged=len(judged), mistakes=known_mistakes(judged), explain=_explainer(),
+        not_attempted=sum(any(outcome(t) == "not_attempted" for t in r.tests) for r in judged), unfinished=[r for r in records if r.status != "graded"],
+        similarity=link, clusters=grouped(pairs), keys=list(PROBLEMS), records=records, number=number, flags=_flagger(pairs),
         feedback={r.student: _feedback(r, folders, [c for c in changes if c.student == r.student]) for r in records})

@@ -1,10 +1,12 @@
 """``grader similarity SUBMISSIONS --out DIR``: which submissions look alike, for an instructor to review.
 
 Every pair of the class's submissions (and each submission with every ``--past`` one) is compared
-over its ``assignment/*.py`` with copydetect, the kit's stubs as boilerplate (``compare``). Writes
-``DIR/similarity.csv`` (every pair and its scores, ``pairs``) and ``DIR/similarity.html`` (the pairs
-to review side by side, ``page``); ``grader gradebook --similarity DIR`` and ``grader report`` list
-the pairs to review. Submissions that cannot be read are listed, never fatal.
+over its ``assignment/*.py`` with copydetect, the kit's stubs as boilerplate (``compare``); a pair is
+judged against the class's own pairs, and the pairs to review grouped into clusters (``pairs``).
+Writes ``DIR/similarity.csv`` (every pair, its scores and cluster), ``DIR/similarity.html`` (the
+clusters and the best pairs) and ``DIR/clusters/cluster-N.html`` (a cluster side by side, ``page``);
+``grader gradebook --similarity DIR`` and ``grader report`` list the clusters. Submissions that
+cannot be read are listed, never fatal.
 """
 
 from __future__ import annotations
@@ -50,21 +52,26 @@ def run(submissions: Path, out: Path, *, past: list[Path], criteria: Criteria,
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     from .compare import compare  # copydetect imports matplotlib: not for every grader command that reads pairs
-    from .page import html
+    from .page import FOLDER, pages
 
     pairs = compare(documents, earlier, stubs(), jobs)
-    table, page = csv_text(pairs, criteria), html(pairs, documents + earlier, len(earlier), unreadable, criteria)
+    criteria = criteria.calibrated(pairs)
+    table, written = csv_text(pairs, criteria), pages(pairs, documents + earlier, len(earlier), unreadable, criteria)
     write_atomic(out / CSV_NAME, table.encode())
-    write_atomic(out / HTML_NAME, page.encode())
+    for name, page in written.items():
+        write_atomic(out / name, page.encode())
+    for stale in set((out / FOLDER).glob("cluster-*.html")) - {out / name for name in written}:
+        stale.unlink()  # a cluster of an earlier run
     return len(documents), sum(map(criteria.flags, pairs)), unreadable
 
 
 def main(submissions: str, *, out: Path, past: tuple[Path, ...] = (), threshold: float = Criteria.threshold,
-         min_lines: int = Criteria.min_lines, jobs: int = len(os.sched_getaffinity(0))) -> int:
+         min_lines: int = Criteria.min_lines, margin: float = Criteria.margin,
+         jobs: int = len(os.sched_getaffinity(0))) -> int:
     """0 when compared (whatever was found), 2 when refused."""
     try:
         count, flagged, unreadable = run(Path(submissions), Path(out), past=list(past),
-                                         criteria=Criteria(threshold, min_lines), jobs=jobs)
+                                         criteria=Criteria(threshold, min_lines, margin), jobs=jobs)
     except SimilarityError as exc:
         print(f"grader similarity: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

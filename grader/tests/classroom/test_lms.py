@@ -93,12 +93,12 @@ def test_plain_export_passes_every_roster_column_through(graded):
 
 def test_similarity_pairs_to_review_are_listed_in_the_summary_and_change_no_grade(graded):
     (graded / "sim").mkdir()
-    (graded / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,to_review\n"
-                                                   "alice,bob,0.910,0.910,0.800,420,yes\n"
-                                                   "alice,carol,0.300,0.300,0.200,12,\n")
+    (graded / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,baseline,to_review,cluster\n"
+                                                   "alice,bob,0.910,0.910,0.800,420,0.300,yes,1\n"
+                                                   "alice,carol,0.300,0.300,0.200,12,0.300,,\n")
     assert _export(graded, "--similarity", str(graded / "sim")) == 0
     summary = (graded / "gb.md").read_text()
-    assert "## To review: submissions that look alike" in summary and "| alice | bob | 0.91 | 420 |" in summary
+    assert "## To review: submissions that look alike" in summary and "| 1 | alice, bob | 1 | 0.91 |" in summary
     assert "carol |" not in summary.split("## To review")[1]
     assert _rows(graded / "gb.csv")[2][:2] == ["alice", "18"]
 

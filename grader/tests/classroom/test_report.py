@@ -6,6 +6,7 @@ console messages, shows the class's mean, and a screenshot is written. Results a
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import statistics
@@ -14,7 +15,7 @@ import subprocess
 import pytest
 
 from grader.cli import main as grader
-from grader.grading.results import GradingResult, TestResult
+from grader.grading.results import GradingResult, TestResult, write_json_atomic
 from grader.tests.classroom.test_gradebook import sample_results, write
 
 CHROMIUM = shutil.which("chromium")
@@ -30,8 +31,8 @@ def out(tmp_path):
     write(tmp_path / "run", "dave", GradingResult(tests=sample_results(p1=0) + (named,)))
     write(tmp_path / "run", "carol", GradingResult.failed("carol.zip", "not a readable zip file"))
     (tmp_path / "sim").mkdir()
-    (tmp_path / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,to_review\n"
-                                                     "alice,bob,0.910,0.910,0.800,420,yes\n")
+    (tmp_path / "sim" / "similarity.csv").write_text("a,b,score,a_in_b,b_in_a,lines,baseline,to_review,cluster\n"
+                                                     "alice,bob,0.910,0.910,0.800,420,0.300,yes,1\n")
     assert grader(["gradebook", str(tmp_path / "run"), "--csv", str(tmp_path / "gb.csv")]) == 0
     assert grader(["report", str(tmp_path / "run"), "--similarity", str(tmp_path / "sim"),
                    "--html", str(tmp_path / "report.html")]) == 0
@@ -50,9 +51,11 @@ def test_the_page_holds_every_section_and_fetches_nothing(out):
     assert f"Class mean <strong>{class_mean(out)}</strong>" in page
     assert page.count("<svg") == 2 and "<script" not in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
-    assert "p3-linear-weight-layout</td><td class=\"n\">1</td>" in page  # what to re-teach, with its count
+    assert '<td>p3-linear-weight-layout</td><td>linear reads w as (d_in, d_out)' in page  # what to re-teach, why, who
+    assert '<td class="n">1</td><td><a href="#student-dave">dave</a>' in page
     assert "P3 rewrite 1: failed by 1 of" in page and 'class="error">error</td>' in page
-    assert '<td>alice</td><td>bob</td><td class="n">0.91</td>' in page and 'href="sim/similarity.html"' in page
+    assert '<a href="sim/clusters/cluster-1.html">1</a></td>\n<td>alice, bob</td><td class="n">1</td>' in page
+    assert 'href="sim/similarity.html"' in page
     assert 'id="student-carol"' in page and "[failed] P3 einsum: rewrite 1: 0 / 6" in page  # grader show's text
 
 
@@ -110,3 +113,44 @@ def test_a_class_with_every_test_run_has_no_banner(tmp_path):
     assert grader(["report", str(tmp_path / "run"), "--html", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
     assert 'id="provisional"' not in page and _problem_row(page, "P3")[3:] == ["100.0", "100.0%", "0"]
+
+
+def _student_tests(index: int) -> tuple[TestResult, ...]:
+    """About ninety tests over P1..P8: every 10th student a stub, every 7th a known mistake, the rest passing."""
+    tests = []
+    for key, module in (("P1", "memory"), ("P2", "strides"), ("P3", "einsum"), ("P4", "flops"), ("P5", "optim"),
+                        ("P6", "data"), ("P7", "checkpoint"), ("P8", "amp")):
+        for n in range(11):
+            if index % 10 == 0:
+                message = (f"{module}.f{n}(1) raised NotImplementedError: {module}.f{n} is not implemented yet: see "
+                           f"handout.md, section '{module}.f{n}'")
+                tests.append(TestResult(key, module, f"f{n} works on every drawn input", 1.0, "failed",
+                                        message=message))
+            elif index % 7 == 0 and key == "P3" and n == 0:
+                tests.append(TestResult(key, module, "linear matches torch", 1.0, "failed", message="got (3, 2)",
+                                        mistakes=("p3-linear-weight-layout",)))
+            else:
+                tests.append(TestResult(key, module, f"f{n} works on every drawn input", 1.0, "passed"))
+    return tuple(tests)
+
+
+def test_a_class_of_300_gives_a_report_under_2_mb_with_late_days_and_who_made_each_mistake(tmp_path):
+    for index in range(300):
+        path = write(tmp_path / "run", f"student{index:03d}", GradingResult(tests=_student_tests(index)))
+        data = json.loads(path.read_text())
+        data["extra_data"]["batch"]["lms"] = {"lms": "gradescope",
+                                              "submitted_at": f"2026-03-0{4 + index % 3}T10:00:00-08:00"}
+        write_json_atomic(path, data)
+    (tmp_path / "late.yml").write_text("due: 2026-03-04T23:59:00-08:00\nlate_days: 1\npenalty_per_day: 20\n")
+    assert grader(["report", str(tmp_path / "run"), "--late", str(tmp_path / "late.yml"),
+                   "--html", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert len(page.encode()) < 2_000_000, len(page.encode())
+    assert page.count('<section id="student-') == 300 and "88 tests passed (not listed)" in page
+    assert "<td>2 days late (1 free, -17.6 points)</td>" in page  # student002: 88 points, one day charged: 20%
+    assert '<a href="#student-student007">student007</a>' in page.split("p3-linear-weight-layout")[1]
+    assert "[not implemented] P1 memory: 11 tests" in page and "30 rows\nleft at least one function" in page
+    assert "f0 works on every drawn input" not in page.split("Tests most often failed")[1].split("<h2>")[0]
+    if CHROMIUM:
+        dom, log = _browse(tmp_path / "report.html", tmp_path / "report.png")
+        assert 'id="student-student299"' in dom and not [line for line in log.splitlines() if CONSOLE.search(line)]

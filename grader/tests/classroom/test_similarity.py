@@ -1,6 +1,8 @@
 """grader similarity: on a class built from the kit's fixtures (``grader.bench.similarity_class``),
-every planted copy is flagged and no honest pair is; the stubs never count; past folders are compared
-with, not among themselves; bad input is refused on one line with nothing written."""
+every planted copy is flagged and no honest pair is; pairs are judged against the class's own pairs
+(honest work alike because the handout makes it so is not flagged, a disguised copy is); copies are
+grouped into clusters, each on a small page of its own; the stubs never count; past folders are
+compared with, not among themselves; bad input is refused on one line with nothing written."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import re
 import shutil
 import zipfile
 
+import numpy as np
 import pytest
 
 from grader.bench.similarity_class import DISGUISES, FIXTURES, disguise, honest_class, planted_copies
 from grader.classroom.similarity import run
-from grader.classroom.similarity.compare import compare
+from grader.classroom.similarity.compare import Pair, compare
 from grader.classroom.similarity.documents import Document, read_class, stubs
 from grader.classroom.similarity.pairs import Criteria, to_review
 from grader.cli import main as grader
@@ -33,7 +36,7 @@ def measured(tmp_path_factory):
 
 def test_every_planted_copy_is_flagged_and_no_honest_pair_is(measured):
     honest, copies, pairs = measured
-    criteria = Criteria()
+    criteria = Criteria().calibrated(pairs)
     of_reference = {frozenset(("reference", c)): None for c in copies}
     flagged = {frozenset((p.a, p.b)) for p in pairs if criteria.flags(p)}
     assert set(of_reference) <= flagged
@@ -101,7 +104,8 @@ def test_unreadable_submissions_are_listed_and_the_rest_compared(tmp_path, capsy
     assert (count, flagged) == (2, 1)
     assert set(unreadable) == {"carol", "dave"} and "not a readable zip" in unreadable["carol"]
     page = (tmp_path / "out" / "similarity.html").read_text()
-    assert "carol" in page and "<mark>" in page
+    assert "carol" in page and 'href="clusters/cluster-1.html"' in page
+    assert "<mark>" in (tmp_path / "out" / "clusters" / "cluster-1.html").read_text()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # self-contained: nothing fetched
 
 
@@ -128,3 +132,34 @@ def test_bad_input_is_refused_on_one_line_and_nothing_is_written(tmp_path, capsy
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def _pair(a: str, b: str, score: float, lines: int = 300) -> Pair:
+    return Pair(a, b, score, score, lines, (np.zeros((2, 0), int), np.zeros((2, 0), int)))
+
+
+def test_honest_work_alike_by_the_handout_is_not_flagged_and_a_disguised_copy_is():
+    """Three independent honest submissions (0.57 to 0.59 alike, as this handout makes them) and a disguised
+    copy of the first (0.85): judged against the class, only the copy is to review."""
+    pairs = [_pair("h1", "h2", 0.57), _pair("h1", "h3", 0.58), _pair("h2", "h3", 0.59), _pair("h1", "copy", 0.85),
+             _pair("h2", "copy", 0.55), _pair("h3", "copy", 0.56)]
+    calibrated = Criteria().calibrated(pairs)
+    assert [(p.a, p.b) for p in pairs if calibrated.flags(p)] == [("h1", "copy")]
+    assert len([p for p in pairs if Criteria().flags(p)]) == 6  # a fixed threshold alone flags every pair
+
+
+def test_five_copies_are_one_cluster_on_one_small_page(tmp_path, capsys):
+    term = tmp_path / "class"
+    for name in ("c1", "c2", "c3", "c4", "c5"):
+        _submission(term, name)
+    for name in ("s1", "s2"):
+        _submission(term, name, ASSIGNMENT)
+    assert grader(["similarity", str(term), "--out", str(tmp_path / "out")]) == 0
+    assert "10 pairs to review" in capsys.readouterr().out
+    assert {r.cluster for r in to_review(tmp_path / "out")} == {1}
+    page = (tmp_path / "out" / "similarity.html").read_text()
+    assert "<td>1</td><td>c1, c2, c3, c4, c5</td>" in page and "<mark>" not in page
+    cluster = (tmp_path / "out" / "clusters" / "cluster-1.html").read_text()
+    assert cluster.count("<h2>") == 4  # the pairs that join five submissions, not all ten
+    assert len(cluster.encode()) < 400_000 and "minmax(0, 1fr)" in cluster and "pre-wrap" in cluster
+    assert not (tmp_path / "out" / "clusters" / "cluster-2.html").exists()
