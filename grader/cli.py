@@ -260,6 +260,9 @@ def _lms_export_named(args: argparse.Namespace) -> None:
     kind, out = getattr(args, "lms", None), getattr(args, "lms_out", None)
     if bool(kind) != bool(out):
         raise UsageError(f"grader {args.command}: {'--lms needs --lms-out FILE' if kind else '--lms-out needs --lms'}")
+    if getattr(args, "provisional", None) and not kind:
+        raise UsageError(f"grader {args.command}: --provisional says what provisional rows get in an LMS file: "
+                         f"use it with --lms")
     if out is not None and out.resolve() == args.csv.resolve():
         raise UsageError(f"grader {args.command}: --lms-out {out} is the gradebook's own --csv")
 

@@ -110,6 +110,7 @@ def test_similarity_pairs_to_review_are_listed_in_the_summary_and_change_no_grad
     (["--lms", "canvas", "--lms-out", "x.txt"], "x.txt: expected a .csv file name"),
     (["--missing", "half"], "argument --missing: invalid choice: 'half'"),
     (["--provisional", "final"], "argument --provisional: invalid choice: 'final'"),
+    (["--provisional", "blank"], "--provisional says what provisional rows get in an LMS file: use it with --lms"),
 ])
 def test_bad_lms_options_are_refused_on_one_line_before_work(graded, capsys, args, message):
     assert _export(graded, *args) == 2
