@@ -47,14 +47,19 @@ def _read(spec: Path, name: str, scratch: Path) -> Document:
 def read_class(source: Path, scratch: Path, prefix: str = "") -> tuple[list[Document], dict[str, str]]:
     """The documents of a class folder (or archive), and the unreadable submissions with their reason.
 
+    A group's one submission (a Gradescope export lists each submitter) is one document, named after
+    them all (``a@uni.edu+b@uni.edu``): partners are not copies of each other.
     Raises ``batch_entries.BatchError`` when ``source`` is neither a folder nor a readable archive.
     """
     documents, unreadable = [], {}
     where = scratch / f"class-{prefix or 'current'}"
+    groups: dict[Path, list[str]] = {}
     for entry in layouts.read_class(class_folder(source, where), where).entries:
-        name = f"{prefix}{entry.student}"
+        groups.setdefault(entry.paths[0], []).append(entry.student)
+    for path, students in groups.items():
+        name = prefix + "+".join(students)
         try:
-            documents.append(_read(entry.paths[0], name, scratch))
+            documents.append(_read(path, name, scratch))
         except SubmissionError as exc:
             unreadable[name] = str(exc)
     return documents, unreadable

@@ -165,3 +165,10 @@ def test_a_plain_folder_stays_plain_and_bad_metadata_is_refused_on_one_line(tmp_
         read_class(tmp_path / "class", tmp_path / "scratch")
     assert grade_class(tmp_path / "class", tmp_path / "out") == 2
     assert "grader batch: " in capsys.readouterr().err
+
+
+def test_similarity_reads_a_gradescope_export_one_document_per_submission(gradescope_export, tmp_path):
+    from grader.classroom.similarity.documents import read_class as documents_of
+
+    documents, unreadable = documents_of(gradescope_export, tmp_path / "scratch")
+    assert sorted(d.name for d in documents) == ["alice@uni.edu", "bob@uni.edu+carol@uni.edu"] and not unreadable
