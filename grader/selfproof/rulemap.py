@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import mistakes
 from ..grading.grade import grade
+from ..grading.results import GradingResult
 from ..paths import HIDDEN, KIT_ROOT, SOLUTIONS
 from ..rules import handout_rules, reader
 
@@ -160,23 +161,31 @@ def public_failures(packages: dict[str, Path], rules: dict[str, tuple[str, ...]]
     return {i: _functions(answer["failed"]) for i, answer in zip(ids, answers)}
 
 
-def hidden_failures(mutant: mistakes.Mutant, rules: tuple[str, ...], package: Path) -> set | None:
-    """The hidden tests of ``rules`` that fail on ``package``, as (file, function); None when grading failed."""
-    result = grade(package, profile="ci", problems=[mutant.problem], rules=rules, diagnose=False)
+def _failures(result: GradingResult) -> set | None:
+    """The tests that failed in ``result``, as (file, function); None when grading failed."""
     return None if result.error else _functions([t.nodeid for t in result.tests if t.status == "failed"])
 
 
-def kills(rule_map: RuleMap, jobs: int = 2, only: list[str] | None = None) -> dict[str, str]:
+def hidden_failures(mutant: mistakes.Mutant, rules: tuple[str, ...], package: Path) -> set | None:
+    """The hidden tests of ``rules`` that fail on ``package``, as (file, function); None when grading failed."""
+    return _failures(grade(package, profile="ci", problems=[mutant.problem], rules=rules, diagnose=False))
+
+
+def kills(rule_map: RuleMap, jobs: int = 2, only: list[str] | None = None,
+          graded: dict[str, GradingResult] | None = None) -> dict[str, str]:
     """Per rule with CPU mutants: "killed" when each of its mutants fails a public and a hidden test of that rule,
-    else which mutant survives which side; rules whose mutants are all GPU mutants: "gpu"."""
+    else which mutant survives which side; rules whose mutants are all GPU mutants: "gpu". ``graded``: gradings
+    of mutants on their rules' hidden tests already made (the kill matrix's), by mutant id."""
     selected = rule_map.selected(only)
     broken = {m.id: (m, tuple(r for r in m.rules if r in selected)) for m in rule_map.mutants if not m.gpu}
     broken = {i: pair for i, pair in broken.items() if pair[1]}
     with tempfile.TemporaryDirectory(prefix="kit-rules-") as tmp:
         packages = {i: mistakes.materialize(m, Path(tmp) / i) for i, (m, _) in broken.items()}
         public = public_failures(packages, {i: rules for i, (_, rules) in broken.items()}, jobs)
+        known = {i: _failures(graded[i]) for i in broken if graded and i in graded and broken[i][1] == broken[i][0].rules}
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            hidden = dict(zip(broken, pool.map(lambda i: hidden_failures(*broken[i], packages[i]), broken)))
+            hidden = dict(zip(broken, pool.map(
+                lambda i: known[i] if i in known else hidden_failures(*broken[i], packages[i]), broken)))
     verdicts: dict[str, str] = {}
     for i, (mutant, rules) in broken.items():
         for rule in rules:

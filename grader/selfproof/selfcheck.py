@@ -94,12 +94,15 @@ def check_stubs(jobs: int) -> bool:
 
 
 def _grade_mutant(mutant: mistakes.Mutant, full: bool) -> GradingResult:
-    """The mutant graded on every problem (``full``: points lost anywhere show), else on its own problem,
-    stopped at its first failed test (a verdict is all that is asked there)."""
+    """The mutant graded on every problem (``full``: points lost anywhere show); else, where it names the handout
+    rules it breaks, on the hidden tests of those rules alone, every one run (the rule map reads which failed),
+    and otherwise on its own problem, stopped at its first failed test (a verdict is all that is asked there)."""
     with tempfile.TemporaryDirectory(prefix="kit-mutant-") as tmp:
         package = mistakes.materialize(mutant, Path(tmp))
         if full:
             return grade(package, profile="ci", diagnose=False)
+        if mutant.rules:
+            return grade(package, profile="ci", problems=[mutant.problem], rules=mutant.rules, diagnose=False)
         return grade(package, profile="ci", problems=[mutant.problem], first_failure=True)
 
 
@@ -116,8 +119,9 @@ def _verdict(mutant: mistakes.Mutant, result: GradingResult, lost: dict[str, flo
         "SURVIVED" if not killed else f"MISATTRIBUTED ({', '.join(stray)})" if stray else "GRADER ERROR")
 
 
-def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[str] | None) -> bool:
-    """Every chosen CPU mutant loses points in its own problem (``full``: and in no other)."""
+def check_mutants(reference: GradingResult, jobs: int, full: bool,
+                  only: list[str] | None) -> tuple[bool, dict[str, GradingResult]]:
+    """Every chosen CPU mutant loses points in its own problem (``full``: and in no other); the gradings by id."""
     chosen = [m for m in mistakes.load() if not only or m.id in only or m.problem in only]
     catalog = [m for m in chosen if not m.gpu]  # only a GPU test can kill the others: grader selfcheck --gpu
     expected = _graded(reference)
@@ -136,7 +140,8 @@ def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[st
     table.add_column("verdict")
     bad = 0
     for mutant, result in zip(catalog, results):
-        lost = _lost(result, expected)
+        # graded on its rules' tests alone, the reference would have passed every one of them
+        lost = _lost(result, expected if full or not mutant.rules else {mutant.problem: sum(t.points for t in result.tests)})
         verdict = _verdict(mutant, result, lost)
         bad += verdict != "killed"
         if full:
@@ -148,17 +153,18 @@ def check_mutants(reference: GradingResult, jobs: int, full: bool, only: list[st
     per_problem = {key: sum(m.problem == key for m in catalog) for key in PROBLEMS}
     console.print("mutants per problem: " + ", ".join(f"{k} {n}" for k, n in per_problem.items())
                   + f"; {len(chosen) - len(catalog)} GPU-only left to `grader selfcheck --gpu` on a GPU runner")
-    return bad == 0
+    return bad == 0, {m.id: result for m, result in zip(catalog, results)}
 
 
-def check_rules(jobs: int, only: list[str] | None) -> bool:
+def check_rules(jobs: int, only: list[str] | None, graded: dict[str, GradingResult] | None = None) -> bool:
     """The rule map: no gap, and every CPU mutant of a rule killed by that rule's public and hidden tests
-    (``only``: the rules of these problems, or these rule ids)."""
+    (``only``: the rules of these problems, or these rule ids; ``graded``: the kill matrix's gradings of
+    mutants on their rules' tests, not graded again)."""
     from .rulemap import RuleMap, kills
 
     rule_map = RuleMap.of_kit()
     gaps = rule_map.gaps(only)
-    verdicts = kills(rule_map, jobs, only)
+    verdicts = kills(rule_map, jobs, only, graded)
     table = Table(title=f"rule map: {len(rule_map.selected(only))} rules of handout.md")
     for column in ("rule", "public", "hidden", "mutant", "status"):
         table.add_column(column, overflow="fold")
@@ -210,10 +216,11 @@ def main(*, jobs: int = 2, full: bool = False, quick: bool = False, mutants: lis
             verdicts["reference"], reference = check_reference(jobs)
         if "stubs" in wanted:
             verdicts["stubs"] = check_stubs(jobs)
+        graded: dict[str, GradingResult] = {}
         if "mutants" in wanted and reference is not None:
-            verdicts["mutants"] = check_mutants(reference, jobs, full, mutants)
+            verdicts["mutants"], graded = check_mutants(reference, jobs, full, mutants)
         if "rules" in wanted:
-            verdicts["rules"] = check_rules(jobs, mutants)
+            verdicts["rules"] = check_rules(jobs, mutants, {} if full else graded)
     if "attacks" in wanted:
         from .hostile import check as attacks
 
