@@ -3,8 +3,10 @@
 Denied (EPERM): new namespaces (``unshare``, ``setns``, ``clone`` with a namespace flag; ``clone3``
 answers ENOSYS, so the C library falls back to ``clone``, whose flags can be inspected), every
 mount call, ``ptrace`` and cross-process memory access, ``bpf``, the key store, ``perf_event_open``,
-kernel modules, ``kexec``, ``reboot``, swap, ``userfaultfd`` and io_uring. Another architecture's
-calls (32-bit calls on a 64-bit host) kill the process: libseccomp's default for a foreign ABI.
+kernel modules, ``kexec``, ``reboot``, swap, ``userfaultfd``, and asynchronous I/O (Linux AIO, ``io_setup``
+and its calls, and io_uring): no problem needs it, and the file bytes it moves pass no counter the judge reads
+(``rchar``, page cache, page faults). Another architecture's calls (32-bit calls on a 64-bit host) kill the
+process: libseccomp's default for a foreign ABI.
 
 The filter is exported as BPF: bubblewrap loads it with ``--seccomp FD``; the fallback worker
 loads the same bytes itself with ``prctl`` before it imports the submission.
@@ -19,13 +21,14 @@ DENIED = ("unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroo
           "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "ptrace", "process_vm_readv",
           "process_vm_writev", "bpf", "keyctl", "add_key", "request_key", "perf_event_open", "init_module",
           "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff",
-          "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register")
+          "userfaultfd", "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+          "io_uring_setup", "io_uring_enter", "io_uring_register")
 NAMESPACE_FLAGS = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
                    "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
                    "CLONE_NEWNET": 0x40000000}
 BY_NUMBER = ("pivot_root", "capset", "mount_setattr")  # what the hand-written confinement calls through syscall(2)
 SUMMARY = ("seccomp deny-list: namespaces, mounts, ptrace, bpf, keys, perf events, kernel modules, kexec, reboot, "
-           "userfaultfd, io_uring")
+           "userfaultfd, asynchronous I/O (AIO, io_uring)")
 
 
 def _bindings():

@@ -115,11 +115,13 @@ def busy_child(mib=64, seconds=0.3):
     return "done"
 
 
-def kernel_surface():
-    """What each call reaching past the sandbox returned: 0 (it worked) or its errno."""
+def kernel_surface(numbers):
+    """What each call reaching past the sandbox returned: 0 (it worked) or its errno. ``numbers``: this
+    architecture's numbers of ``io_setup`` and ``io_uring_setup``."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
+    context, params = ctypes.c_ulong(0), (ctypes.c_char * 120)()
 
 
     def in_a_child(attempt):  # one thread (the worker has several): unshare(CLONE_NEWUSER) demands it
@@ -132,7 +134,9 @@ def kernel_surface():
              "unshare user, then mount": lambda: in_a_child(lambda: libc.unshare(0x10000000 | 0x00020000) or libc.mount(
                  b"none", b"/tmp", b"tmpfs", 0, None)),
              "mount tmpfs": lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
-             "ptrace attach parent": lambda: libc.ptrace(16, os.getppid(), None, None)}
+             "ptrace attach parent": lambda: libc.ptrace(16, os.getppid(), None, None),
+             "io_setup": lambda: libc.syscall(numbers["io_setup"], 1, ctypes.byref(context)),
+             "io_uring_setup": lambda: min(0, libc.syscall(numbers["io_uring_setup"], 1, params))}
     found = {}
     for name, attempt in calls.items():
         ctypes.set_errno(0)
