@@ -7,12 +7,13 @@ where every dimension is a bare position such as ``-2``. Rewrite it with einops 
 Form rules (checked on this file's code and the modules of the package it imports; docstrings and
 comments are ignored): every function below calls an einops function itself with a pattern that
 changes something (calling another function of this file does not count, nor does
-``"... -> ..."``), and no code here uses ``@``, ``matmul``, ``bmm``, ``mm``, ``transpose``,
-``permute``, ``view``, ``reshape``, ``.T``/``.mT``, ``movedim``, ``swapaxes``/``swapdims``,
-``flatten``/``unflatten``, ``tensordot``, ``torch.einsum``, ``.sum`` or ``.mean``.
+``"... -> ..."``) [P3.form-einops], and no code here uses ``@``, ``matmul``, ``bmm``, ``mm``,
+``transpose``, ``permute``, ``view``, ``reshape``, ``.T``/``.mT``, ``movedim``,
+``swapaxes``/``swapdims``, ``flatten``/``unflatten``, ``tensordot``, ``torch.einsum``, ``.sum`` or
+``.mean`` [P3.form-no-old-way].
 
-Results keep the input dtype (float32, float64 and bfloat16 are graded). A ``...`` in a pattern
-stands for any number of leading batch dims, none included.
+Results keep the input dtype (float32, float64 and bfloat16 are graded) [P3.keep-dtype]. A ``...``
+in a pattern stands for any number of leading batch dims, none included.
 """
 
 from __future__ import annotations
@@ -66,11 +67,11 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
         x.view(*batch, num_heads, hidden // num_heads)
 
     Head ``i`` is the i-th contiguous block of ``d`` features. ``num_heads`` is a count (a
-    whole float such as 4.0 is accepted).
+    whole float such as 4.0 is accepted) [P3.heads-whole-float].
 
     Raises:
         ValueError: ``num_heads`` not a positive whole number that divides the last dim (check it
-            first: einops alone raises an ``EinopsError``, a ``RuntimeError``).
+            first: einops alone raises an ``EinopsError``, a ``RuntimeError``). [P3.split-heads-refuses]
     """
     raise NotImplementedError("einsum.split_heads is not implemented yet: see handout.md, section 'einsum.split_heads'")
 
@@ -102,6 +103,7 @@ def per_head_linear(x: torch.Tensor, w: torch.Tensor, num_heads: int) -> torch.T
 
     Raises:
         ValueError: ``num_heads`` not a positive whole number that divides the last dim of ``x``.
+            [P3.per-head-linear-refuses]
     """
     raise NotImplementedError("einsum.per_head_linear is not implemented yet: see handout.md, section 'einsum.per_head_linear'")
 
@@ -135,6 +137,7 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.
 
     Raises:
         ValueError: ``num_heads`` not a positive whole number that divides the hidden size.
+            [P3.attention-scores-refuses]
     """
     raise NotImplementedError("einsum.attention_scores is not implemented yet: see handout.md, section 'einsum.attention_scores'")
 

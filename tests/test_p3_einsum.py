@@ -42,11 +42,13 @@ leading_dims = st.lists(st.integers(1, 3), max_size=2).map(tuple)
 
 # --- pairwise_scores -------------------------------------------------------------------------
 
+@pytest.mark.rule("P3.pairwise-scores")
 def test_pairwise_scores_lecture_example(einsum):
     x, y = torch.ones(2, 3, 4), torch.ones(2, 3, 4)
     check_close(einsum.pairwise_scores, x, y, expected=torch.full((2, 3, 3), 4.0))
 
 
+@pytest.mark.rule("P3.pairwise-scores")
 @settings(max_examples=20, deadline=None)
 @given(batch=leading_dims, s1=st.integers(1, 4), s2=st.integers(1, 4), h=st.integers(1, 6),
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
@@ -58,36 +60,76 @@ def test_pairwise_scores_matches_matmul(einsum, batch, s1, s2, h, dtype, seed):
 
 # --- sum_hidden / mean_hidden ----------------------------------------------------------------
 
-@settings(max_examples=20, deadline=None)
-@given(batch=leading_dims, h=st.integers(1, 8), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
-def test_sum_and_mean_hidden_reduce_the_last_dim(einsum, batch, h, dtype, seed):
+hidden_inputs = given(batch=leading_dims, h=st.integers(1, 8), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+
+
+@pytest.mark.rule("P3.sum-hidden")
+@settings(max_examples=10, deadline=None)
+@hidden_inputs
+def test_sum_hidden_reduces_the_last_dim(einsum, batch, h, dtype, seed):
     x = randn(*batch, h, dtype=dtype, seed=seed)
-    magnitude = x.double().abs().sum(-1)
-    check_rounded(einsum.sum_hidden, x, exact=x.double().sum(-1), magnitude=magnitude, terms=h, dtype=dtype)
-    check_rounded(einsum.mean_hidden, x, exact=x.double().mean(-1), magnitude=magnitude / h, terms=h, dtype=dtype)
+    check_rounded(einsum.sum_hidden, x, exact=x.double().sum(-1), magnitude=x.double().abs().sum(-1), terms=h,
+                  dtype=dtype)
 
 
+@pytest.mark.rule("P3.mean-hidden")
+@settings(max_examples=10, deadline=None)
+@hidden_inputs
+def test_mean_hidden_reduces_the_last_dim(einsum, batch, h, dtype, seed):
+    x = randn(*batch, h, dtype=dtype, seed=seed)
+    check_rounded(einsum.mean_hidden, x, exact=x.double().mean(-1), magnitude=x.double().abs().mean(-1), terms=h,
+                  dtype=dtype)
+
+
+@pytest.mark.rule("P3.sum-hidden")
 def test_sum_hidden_lecture_example(einsum):
     check_close(einsum.sum_hidden, torch.ones(2, 3, 4), expected=torch.full((2, 3), 4.0))
+
+
+@pytest.mark.rule("P3.mean-hidden")
+def test_mean_hidden_lecture_example(einsum):
     check_close(einsum.mean_hidden, torch.ones(2, 3, 4), expected=torch.ones(2, 3))
 
 
 # --- split_heads / merge_heads ---------------------------------------------------------------
 
+@pytest.mark.rule("P3.heads-whole-float")
 def test_split_heads_takes_a_whole_float_count(einsum):
     # The first split_heads of the file, on a shape no other test draws (5 heads of 7): einops caches
     # a pattern's shapes, so an int call on the same shape first would hide a float handed on to
     # einops, and a float call first would break the int calls after it.
-    x = torch.arange(2 * 35, dtype=torch.float32).reshape(1, 2, 35)
-    check_equal_tensor(einsum.split_heads, x, 5.0, expected=x.view(1, 2, 5, 7))
+    check_same_as_int_heads(einsum, "split_heads", (torch.arange(2 * 35, dtype=torch.float32).reshape(1, 2, 35),), 5)
 
 
+def check_same_as_int_heads(einsum, name: str, args: tuple, heads: int) -> None:
+    """``name(*args, float(heads))`` (called first) answers what ``name(*args, heads)`` answers."""
+    fn = getattr(einsum, name)
+    as_float = call(fn, *args, float(heads))
+    as_int = call(fn, *args, heads)
+    check_true(isinstance(as_float, torch.Tensor) and isinstance(as_int, torch.Tensor) and as_float.dtype == as_int.dtype
+               and as_float.shape == as_int.shape and torch.equal(as_float, as_int),
+               f"einsum.{name}({', '.join(map(show, args))}, {float(heads)})", as_float,
+               f"what {heads} heads give: {show(as_int)}", f"einsum.{name}",
+               f"{float(heads)} heads is the whole count {heads} (pass einops an int)")
+
+
+@pytest.mark.rule("P3.heads-whole-float")
+@pytest.mark.parametrize("name, args, heads", [  # head counts and shapes no other test draws, for einops' cache
+    ("per_head_linear", (randn(2, 33), randn(11, 4, seed=1)), 3),
+    ("attention_scores", (randn(1, 2, 30), randn(1, 3, 30, seed=1)), 6),
+], ids=["per_head_linear", "attention_scores"])
+def test_per_head_linear_and_attention_scores_take_a_whole_float_count(einsum, name, args, heads):
+    check_same_as_int_heads(einsum, name, args, heads)
+
+
+@pytest.mark.rule("P3.split-heads")
 def test_split_heads_lecture_example(einsum):
     x = torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8)
     check_equal_tensor(einsum.split_heads, x, 2, expected=x.view(2, 3, 2, 4),
                        why="head i is the i-th block of d = 8 / 2 = 4 consecutive features")
 
 
+@pytest.mark.rule("P3.split-heads", "P3.merge-heads")
 @settings(max_examples=20, deadline=None)
 @given(batch=leading_dims, heads=st.integers(1, 4), d=st.integers(1, 4), dtype=st.sampled_from(DTYPES))
 def test_split_then_merge_heads(einsum, batch, heads, d, dtype):
@@ -97,7 +139,11 @@ def test_split_then_merge_heads(einsum, batch, heads, d, dtype):
     check_equal_tensor(einsum.merge_heads, split, expected=x)
 
 
-@pytest.mark.parametrize("hidden, num_heads", [(7, 2), (8, 3), (8, 0), (8, -2), (8, 2.5)])
+BAD_SPLITS = [(7, 2), (8, 3), (8, 0), (8, -2), (8, 2.5)]  # (hidden size, num_heads) that do not split
+
+
+@pytest.mark.rule("P3.split-heads-refuses")
+@pytest.mark.parametrize("hidden, num_heads", BAD_SPLITS)
 def test_split_heads_rejects_heads_that_do_not_divide(einsum, hidden, num_heads):
     check_raises(ValueError, einsum.split_heads, torch.zeros(2, hidden), num_heads,
                  why="num_heads must be a positive whole number that divides the last dim")
@@ -112,11 +158,13 @@ def check_equal_tensor(fn, *args, expected: torch.Tensor, why: str = ""):
 
 # --- per_head_linear / linear ----------------------------------------------------------------
 
+@pytest.mark.rule("P3.per-head-linear")
 def test_per_head_linear_lecture_example(einsum):
     x, w = torch.ones(2, 3, 8), torch.ones(4, 4)
     check_close(einsum.per_head_linear, x, w, 2, expected=torch.full((2, 3, 8), 4.0))
 
 
+@pytest.mark.rule("P3.per-head-linear")
 @settings(max_examples=20, deadline=None)
 @given(batch=leading_dims, heads=st.integers(1, 3), d1=st.integers(1, 4), d2=st.integers(1, 4),
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
@@ -127,10 +175,14 @@ def test_per_head_linear_applies_w_to_each_head(einsum, batch, heads, d1, d2, dt
     check_rounded(einsum.per_head_linear, x, w, heads, exact=exact, magnitude=magnitude, terms=d1, dtype=dtype)
 
 
-def test_per_head_linear_rejects_heads_that_do_not_divide(einsum):
-    check_raises(ValueError, einsum.per_head_linear, torch.ones(2, 7), torch.ones(3, 3), 2)
+@pytest.mark.rule("P3.per-head-linear-refuses")
+@pytest.mark.parametrize("hidden, num_heads", BAD_SPLITS)
+def test_per_head_linear_rejects_heads_that_do_not_divide(einsum, hidden, num_heads):
+    check_raises(ValueError, einsum.per_head_linear, torch.ones(2, hidden), torch.ones(3, 3), num_heads,
+                 why="num_heads must be a positive whole number that divides the last dim of x")
 
 
+@pytest.mark.rule("P3.linear")
 @settings(max_examples=20, deadline=None)
 @given(batch=leading_dims, d_in=st.integers(1, 6), d_out=st.integers(1, 6), dtype=st.sampled_from(DTYPES),
        seed=st.integers(0, 2**16))
@@ -142,6 +194,7 @@ def test_linear_matches_torch_linear(einsum, batch, d_in, d_out, dtype, seed):
 
 # --- attention_scores ------------------------------------------------------------------------
 
+@pytest.mark.rule("P3.attention-scores")
 @settings(max_examples=20, deadline=None)
 @given(batch=st.integers(1, 2), seq_q=st.integers(1, 4), seq_k=st.integers(1, 4), heads=st.integers(1, 3),
        d=st.integers(1, 4), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
@@ -157,6 +210,7 @@ def test_attention_scores_match_the_old_way(einsum, batch, seq_q, seq_k, heads, 
                   magnitude=old_way(q.double().abs(), k.double().abs()), terms=d, dtype=dtype)
 
 
+@pytest.mark.rule("P3.attention-scores")
 def test_attention_scores_scale_by_one_head(einsum):
     # 2 heads of d = 4: each score is 4 * 1 * 1 / sqrt(4) = 2 (not 4 / sqrt(8), not 4 * sqrt(4)).
     q = k = torch.ones(1, 3, 8)
@@ -164,11 +218,37 @@ def test_attention_scores_scale_by_one_head(einsum):
                 why="scale by 1/sqrt(d), d the size of one head")
 
 
+@pytest.mark.rule("P3.attention-scores-refuses")
+@pytest.mark.parametrize("hidden, num_heads", BAD_SPLITS)
+def test_attention_scores_reject_heads_that_do_not_divide(einsum, hidden, num_heads):
+    check_raises(ValueError, einsum.attention_scores, torch.ones(1, 2, hidden), torch.ones(1, 3, hidden), num_heads,
+                 why="num_heads must be a positive whole number that divides the hidden size")
+
+
 # --- channels_first --------------------------------------------------------------------------
 
+@pytest.mark.rule("P3.channels-first")
 def test_channels_first_matches_permute(einsum):
     images = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
     check_equal_tensor(einsum.channels_first, images, expected=images.permute(0, 3, 1, 2))
+
+
+# --- every function: the input's dtype ------------------------------------------------------
+
+@pytest.mark.rule("P3.keep-dtype")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_results_keep_the_input_dtype(einsum, dtype):
+    for name, args in tiny_calls():
+        args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        try:
+            got = call(getattr(einsum, name), *args)
+        except NotImplementedYet:
+            raise
+        except pytest.fail.Exception:
+            continue  # a crash is reported once, by the tests of that function
+        check_true(isinstance(got, torch.Tensor) and got.dtype == dtype,
+                   f"einsum.{name}({', '.join(map(show, args))})", got, f"a {dtype} tensor", f"einsum.{name}",
+                   "results keep the input dtype: no computing through another dtype")
 
 
 # --- form: einops only -----------------------------------------------------------------------
@@ -291,6 +371,7 @@ def every_function_runs(einsum) -> None:
                         f"fails: see the tests of einsum.{name}")
 
 
+@pytest.mark.rule("P3.form-einops")
 def test_form_every_function_calls_einops(einsum):
     every_function_runs(einsum)
     missing, _ = form_problems(inspect.getsource(einsum))
@@ -300,6 +381,7 @@ def test_form_every_function_calls_einops(einsum):
                "pattern such as '... -> ...'")
 
 
+@pytest.mark.rule("P3.form-no-old-way")
 def test_form_no_old_way_operations(einsum):
     every_function_runs(einsum)
     _, uses = form_problems(inspect.getsource(einsum))

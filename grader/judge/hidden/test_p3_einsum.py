@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader.judge.drivers import scan
-from grader.judge.drivers.einsum import assert_exact, assert_rounded, product_oracle
+from grader.judge.drivers.einsum import assert_exact, assert_rounded, call_text, product_oracle, shown
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 # One failure per test, reported plainly (not an ExceptionGroup of "distinct failures"), and no
@@ -145,6 +145,7 @@ OLD_WAY = {
 
 # --- values ------------------------------------------------------------------------------------
 
+@pytest.mark.rule("P3.pairwise-scores")
 @pytest.mark.points(1)
 @given(inputs=score_inputs())
 def test_pairwise_scores(sub, inputs):
@@ -154,16 +155,25 @@ def test_pairwise_scores(sub, inputs):
     assert_rounded(sub, "pairwise_scores", (q, k), exact, magnitude, terms=q.shape[-1])
 
 
-@pytest.mark.points(1)
+@pytest.mark.rule("P3.sum-hidden")
+@pytest.mark.points(0.5)
 @given(x=hidden_inputs())
-def test_sum_and_mean_hidden(sub, x):
-    """sum_hidden and mean_hidden reduce the last dim, any leading dims and dtypes"""
-    n = x.shape[-1]
+def test_sum_hidden(sub, x):
+    """sum_hidden reduces the last dim, any leading dims and dtypes"""
     magnitude = x.double().abs().sum(-1)
-    assert_rounded(sub, "sum_hidden", (x,), OLD_WAY["sum_hidden"](x.double()), magnitude, terms=n)
-    assert_rounded(sub, "mean_hidden", (x,), OLD_WAY["mean_hidden"](x.double()), magnitude / n, terms=n)
+    assert_rounded(sub, "sum_hidden", (x,), OLD_WAY["sum_hidden"](x.double()), magnitude, terms=x.shape[-1])
 
 
+@pytest.mark.rule("P3.mean-hidden")
+@pytest.mark.points(0.5)
+@given(x=hidden_inputs())
+def test_mean_hidden(sub, x):
+    """mean_hidden reduces the last dim, any leading dims and dtypes"""
+    magnitude = x.double().abs().mean(-1)
+    assert_rounded(sub, "mean_hidden", (x,), OLD_WAY["mean_hidden"](x.double()), magnitude, terms=x.shape[-1])
+
+
+@pytest.mark.rule("P3.split-heads")
 @pytest.mark.points(1)
 @given(inputs=headed_inputs())
 def test_split_heads(sub, inputs):
@@ -174,6 +184,7 @@ def test_split_heads(sub, inputs):
                  " (head i holds features i*d .. (i+1)*d - 1: the pattern is (heads d))")
 
 
+@pytest.mark.rule("P3.merge-heads")
 @pytest.mark.points(1)
 @given(inputs=headed_inputs())
 def test_merge_heads(sub, inputs):
@@ -183,20 +194,27 @@ def test_merge_heads(sub, inputs):
     assert_exact(sub, "merge_heads", (x,), OLD_WAY["merge_heads"](x))
 
 
+@pytest.mark.rule("P3.heads-whole-float")
 @pytest.mark.points(0.5)
 def test_num_heads_may_be_a_whole_float(sub):
-    """split_heads, per_head_linear and attention_scores accept a whole-float num_heads such as 7.0"""
+    """split_heads, per_head_linear and attention_scores answer for 7.0 heads what they answer for 7"""
     # 7 heads: a count the other tests never use, so no earlier int call can have warmed einops' cache
-    # for it (einops caches patterns by axis lengths, and 7 == 7.0).
-    x = distinct_tensor((2, 7 * 3), torch.float32)
-    assert_exact(sub, "split_heads", (x, 7.0), x.view(2, 7, 3), " (7.0 heads is a whole count: pass einops an int)")
-    w = torch.eye(3)
-    assert_exact(sub, "per_head_linear", (x, w, 7.0), x, " (7.0 heads is a whole count: pass einops an int)")
-    q = distinct_tensor((1, 2, 7 * 1), torch.float32)
-    old_way = q.view(1, 2, 7, 1).transpose(1, 2) @ q.view(1, 2, 7, 1).permute(0, 2, 3, 1)
-    assert_exact(sub, "attention_scores", (q, q, 7.0), old_way, " (7.0 heads is a whole count: pass einops an int)")
+    # for it (einops caches patterns by axis lengths, and 7 == 7.0); one shape per function, as a function may
+    # use another's pattern, and every whole-float call before the int calls.
+    calls = {"split_heads": (distinct_tensor((2, 7 * 3), torch.float32),),
+             "per_head_linear": (distinct_tensor((3, 7 * 3), torch.float32), distinct_tensor((3, 2), torch.float32)),
+             "attention_scores": (distinct_tensor((1, 2, 7), torch.float32), distinct_tensor((1, 3, 7), torch.float32))}
+    as_float = {name: sub.call(f"einsum.{name}", *args, 7.0) for name, args in calls.items()}
+    for name, args in calls.items():
+        want = sub.call(f"einsum.{name}", *args, 7)
+        got = as_float[name]
+        assert (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.dtype == want.dtype
+                and got.shape == want.shape and torch.equal(got, want)), (
+            f"{call_text(name, *args, 7.0)} returned {shown(got)}, not what 7 heads give ({shown(want)}): 7.0 heads "
+            "is a whole count (pass einops an int)")
 
 
+@pytest.mark.rule("P3.split-heads-refuses", "P3.per-head-linear-refuses", "P3.attention-scores-refuses")
 @pytest.mark.points(0.5)
 @given(split=bad_head_splits(), valid=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 4)))
 def test_num_heads_that_do_not_split_raise_value_error(sub, split, valid):
@@ -212,6 +230,7 @@ def test_num_heads_that_do_not_split_raise_value_error(sub, split, valid):
     sub.raises(ValueError, "einsum.attention_scores", torch.ones(1, 2, hidden), torch.ones(1, 3, hidden), num_heads)
 
 
+@pytest.mark.rule("P3.per-head-linear")
 @pytest.mark.points(1)
 @given(inputs=per_head_inputs())
 def test_per_head_linear(sub, inputs):
@@ -221,6 +240,7 @@ def test_per_head_linear(sub, inputs):
     assert_rounded(sub, "per_head_linear", (x, w, heads), exact, magnitude, terms=w.shape[0])
 
 
+@pytest.mark.rule("P3.linear")
 @pytest.mark.points(1)
 @given(inputs=linear_inputs())
 def test_linear(sub, inputs):
@@ -230,6 +250,7 @@ def test_linear(sub, inputs):
     assert_rounded(sub, "linear", (x, w), exact, magnitude, terms=x.shape[-1])
 
 
+@pytest.mark.rule("P3.attention-scores")
 @pytest.mark.points(2)
 @given(inputs=attention_inputs())
 def test_attention_scores(sub, inputs):
@@ -239,12 +260,25 @@ def test_attention_scores(sub, inputs):
     assert_rounded(sub, "attention_scores", (q, k, heads), exact, magnitude, terms=q.shape[-1] // heads)
 
 
-@pytest.mark.points(1)
+@pytest.mark.rule("P3.channels-first")
+@pytest.mark.points(0.5)
 @given(shape=hnp.array_shapes(min_dims=4, max_dims=4, min_side=1, max_side=4), dtype=dtypes())
 def test_channels_first(sub, shape, dtype):
     """channels_first equals images.permute(0, 3, 1, 2)"""
     images = distinct_tensor(shape, dtype)
     assert_exact(sub, "channels_first", (images,), OLD_WAY["channels_first"](images))
+
+
+@pytest.mark.rule("P3.keep-dtype")
+@pytest.mark.points(0.5)
+@settings(max_examples=10)
+@given(data=st.data(), dtype=dtypes())
+def test_results_keep_the_input_dtype(sub, data, dtype):
+    """Every function returns a tensor of its input's dtype (float32, float64, bfloat16)"""
+    for name, args in work_calls(data.draw, dtype).items():
+        got = sub.call(f"einsum.{name}", *args)
+        assert isinstance(got, torch.Tensor) and got.dtype == dtype, (
+            f"{call_text(name, *args)} returned {shown(got)}, expected a {dtype} tensor (keep the input dtype)")
 
 
 # --- form --------------------------------------------------------------------------------------
@@ -368,10 +402,10 @@ def form_check(sub) -> FormCheck:
 _form_check_of = functools.lru_cache(maxsize=8)(FormCheck.of)  # parsed once per folder, as P5's source rule is
 
 
-def work_calls(draw) -> dict[str, tuple]:
-    """Per listed function, arguments drawn for one call: float64 values, so that the old way is exact."""
+def work_calls(draw, dtype: torch.dtype = torch.float64) -> dict[str, tuple]:
+    """Per listed function, arguments drawn for one call (float64 by default, so that the old way is exact)."""
     def tensor(*shape):
-        return draw(tensors(shape, torch.float64))
+        return draw(tensors(shape, dtype))
 
     heads, d, s1, s2 = draw(head_counts()), draw(sizes(3)), draw(sizes(3)), draw(sizes(3))
     return {"pairwise_scores": (tensor(2, s1, d), tensor(2, s2, d)), "sum_hidden": (tensor(s1, d + 1),),
@@ -400,6 +434,7 @@ def assert_form(sub, data, problems: list[str]) -> None:
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.rule("P3.form-einops")
 @pytest.mark.points(1)
 @settings(max_examples=3)
 @given(data=st.data())
@@ -408,6 +443,7 @@ def test_form_every_function_calls_einops(sub, data):
     assert_form(sub, data, form_check(sub).without_einops())
 
 
+@pytest.mark.rule("P3.form-no-old-way")
 @pytest.mark.points(1)
 @settings(max_examples=3)
 @given(data=st.data())
