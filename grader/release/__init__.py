@@ -49,6 +49,12 @@ def build(out: Path, kit: Path | None = None) -> Path:
     return out
 
 
+def setup_commands(readme: str) -> list[str]:
+    """The commands of the "Set up" section of a release README: its indented lines, comments included."""
+    section = readme.split("\n## Set up\n", 1)[-1].split("\n## ", 1)[0]
+    return [line.strip() for line in section.splitlines() if line.startswith("    ")]
+
+
 def main(out: str, *, kit: Path | None = None) -> int:
     """Build and verify the student release; 1 (and nothing at OUT) if verification fails."""
     try:
@@ -56,5 +62,7 @@ def main(out: str, *, kit: Path | None = None) -> int:
     except ReleaseError as exc:
         print(f"grader release: {exc}", file=sys.stderr)
         return 1
-    print(f"student release written to {out}: cd {out} && pip install -e . && pytest tests/")
+    commands = setup_commands((Path(out) / "README.md").read_text(encoding="utf-8"))
+    print(f"student release written to {out}; set it up in that folder as its README.md says, one of:",
+          *(f"    {command}" for command in commands), "then: pytest tests/", sep="\n")
     return 0

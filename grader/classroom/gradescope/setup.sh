@@ -23,7 +23,15 @@ fi
 python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 if [ -n "$KIT_TORCH_INDEX" ]; then
-    "$VENV/bin/python" -m pip install --quiet "$KIT_TORCH" --index-url "$KIT_TORCH_INDEX"
+    # PyTorch's index is asked for torch alone (its dependencies come from PyPI with the kit, below), and
+    # retried once: where it cannot be reached, the build stops within a minute and says what to do.
+    if ! "$VENV/bin/python" -m pip install --quiet "$KIT_TORCH" --index-url "$KIT_TORCH_INDEX" --no-deps \
+            --retries 1 --timeout 30; then
+        echo "setup.sh: could not install $KIT_TORCH from $KIT_TORCH_INDEX; where that index cannot be" \
+             "reached, set KIT_TORCH_INDEX= (empty) for PyPI's build, in the environment or with" \
+             "grader gradescope-bundle --torch-index-url ''" >&2
+        exit 1
+    fi
 else
     "$VENV/bin/python" -m pip install --quiet "$KIT_TORCH"
 fi
