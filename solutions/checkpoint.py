@@ -119,9 +119,10 @@ def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, it
     and other objects are refused).
 
     Raises:
-        ValueError: before anything is written: a negative or non-whole ``iteration``, or an extra
-            that would not load with ``weights_only=True`` (numpy values, sets, other objects,
-            anywhere inside a container, dict keys included).
+        ValueError: before anything is written, an extra that would not load with ``weights_only=True``
+            (numpy values, sets, other objects, anywhere inside a container, dict keys included).
+            [P7.extras-refused] Before anything is written too, a negative or non-whole ``iteration``.
+            [P7.iteration-count]
     """
     # BEGIN SOLUTION
     iteration = as_count(iteration, "iteration")

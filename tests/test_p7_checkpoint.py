@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import os
 import pickle
 import random
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +17,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _kit import call, check_equal, check_raises, check_true, not_implemented
+import _kit
+import _rules
+from _kit import call, check_equal, check_raises, check_true, describe_call, not_implemented
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
@@ -24,11 +28,40 @@ EXTRAS = "checkpoint.load_checkpoint_extras"
 
 
 def make_run(seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-    """A small model with dropout and an AdamW optimizer (whose moments are state to restore)."""
+    """A small model with batch norm (buffers), dropout and an AdamW optimizer (whose moments are state to restore)."""
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3),
-                                torch.nn.Linear(16, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.3), torch.nn.Linear(16, 2))
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+LOADS_SAFELY = "P7.loads-safely"
+
+
+def unloadable(call_text: str, exc: pickle.UnpicklingError) -> None:
+    """Fail because torch.load(weights_only=True) refused a checkpoint the student's save_checkpoint wrote:
+    the rule broken is [P7.loads-safely], whatever the running test checks, and torch's advice is left out."""
+    found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+    culprit = found.group(1) if found else "an object it does not rebuild"
+    if culprit.startswith("numpy"):
+        culprit += " (a numpy array or scalar: np.random.get_state() holds one)"
+    rules = _rules.read(Path(__file__).resolve().parents[1] / "handout.md")
+    _kit.RULES_CHECKED[:] = [rules[LOADS_SAFELY].quote() if LOADS_SAFELY in rules else f"[{LOADS_SAFELY}]"]
+    _kit.complain(call_text, f"raised UnpicklingError: torch.load(..., weights_only=True) refuses {culprit}",
+                  "a checkpoint that loads with weights_only=True", SAVE,
+                  "what save_checkpoint writes must hold only tensors, Python scalars, str, None and lists, tuples "
+                  "and dicts of them: numpy's RNG state as plain values (keys.tolist(), ints, a float)")
+
+
+def loading(fn):
+    """The student's loader ``fn``, where a refusal of the checkpoint their save_checkpoint wrote fails as ``unloadable``."""
+    @functools.wraps(fn)
+    def load(*args):
+        try:
+            return fn(*args)
+        except pickle.UnpicklingError as exc:
+            unloadable(describe_call(fn, args), exc)
+    return load
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
@@ -69,35 +102,6 @@ def trained_run(steps: int = 3) -> tuple[torch.nn.Module, torch.optim.Optimizer]
     return model, optimizer
 
 
-def test_round_trip_restores_model_optimizer_and_iteration(checkpoint, tmp_path):
-    model, optimizer = trained_run()
-    path = tmp_path / "ckpt.pt"
-    call(checkpoint.save_checkpoint, model, optimizer, 3, path)
-    fresh_model, fresh_optimizer = make_run(seed=99)
-    got = check_equal(checkpoint.load_checkpoint, path, fresh_model, fresh_optimizer, expected=3)
-    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}({path.name}, fresh model, ...)",
-               got, "the fresh model's state_dict equal to the saved model's", LOAD)
-    check_true(same_state(fresh_optimizer.state_dict(), optimizer.state_dict()),
-               f"{LOAD}({path.name}, ..., fresh optimizer)", got,
-               "the fresh optimizer's state_dict (AdamW moments, step counts) equal to the saved one's", LOAD)
-
-
-def test_path_may_be_a_string_and_iteration_a_whole_float(checkpoint, tmp_path):
-    model, optimizer = trained_run(1)
-    path = str(tmp_path / "ckpt.pt")
-    call(checkpoint.save_checkpoint, model, optimizer, 2e3, path)
-    check_equal(checkpoint.load_checkpoint, path, *make_run(), expected=2000,
-                why="iteration is a count: 2e3 means 2000, and load returns it as an int")
-
-
-@pytest.mark.parametrize("bad", [-1, 2.5])
-def test_bad_iteration_raises_and_writes_nothing(checkpoint, tmp_path, bad):
-    path = tmp_path / "ckpt.pt"
-    check_raises(ValueError, checkpoint.save_checkpoint, *trained_run(1), bad, path)
-    check_true(not os.listdir(tmp_path), f"{SAVE}(..., iteration={bad}, {path.name})", os.listdir(tmp_path),
-               "an empty directory: a bad argument is refused before anything is written", SAVE)
-
-
 def run_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, object]:
     """What an exact resume must restore, by name: a copy of each piece as it is now."""
     return {"torch's RNG (torch.get_rng_state())": torch.get_rng_state(),
@@ -122,6 +126,86 @@ def not_restored(saved: dict[str, object], loaded: dict[str, object]) -> str:
     return f"after {LOAD}, these differ from what they were at the save: {'; '.join(differ)}" if differ else ""
 
 
+
+
+def extra_values():
+    scalars = (st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+               | st.none() | st.complex_numbers(allow_nan=False))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+                        | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+
+@pytest.mark.rule("P7.restores-model", "P7.restores-optimizer")
+def test_round_trip_restores_model_optimizer_and_iteration(checkpoint, tmp_path):
+    model, optimizer = trained_run()
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 3, path)
+    fresh_model, fresh_optimizer = make_run(seed=99)
+    got = check_equal(loading(checkpoint.load_checkpoint), path, fresh_model, fresh_optimizer, expected=3)
+    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}({path.name}, fresh model, ...)",
+               got, "the fresh model's state_dict equal to the saved model's (parameters and BatchNorm's running "
+               "statistics, which are buffers)", LOAD)
+    check_true(same_state(fresh_optimizer.state_dict(), optimizer.state_dict()),
+               f"{LOAD}({path.name}, ..., fresh optimizer)", got,
+               "the fresh optimizer's state_dict (AdamW moments, step counts) equal to the saved one's", LOAD)
+
+
+@pytest.mark.rule("P7.returns-iteration")
+def test_path_may_be_a_string_and_iteration_a_whole_float(checkpoint, tmp_path):
+    model, optimizer = trained_run(1)
+    path = str(tmp_path / "ckpt.pt")
+    call(checkpoint.save_checkpoint, model, optimizer, 2e3, path)
+    check_equal(loading(checkpoint.load_checkpoint), path, *make_run(), expected=2000,
+                why="iteration is a count: 2e3 means 2000, and load returns it as an int")
+
+
+@pytest.mark.rule("P7.iteration-count")
+@pytest.mark.parametrize("bad", [-1, 2.5])
+def test_bad_iteration_raises_and_writes_nothing(checkpoint, tmp_path, bad):
+    path = tmp_path / "ckpt.pt"
+    check_raises(ValueError, checkpoint.save_checkpoint, *trained_run(1), bad, path)
+    check_true(not os.listdir(tmp_path), f"{SAVE}(..., iteration={bad}, {path.name})", os.listdir(tmp_path),
+               "an empty directory: a bad argument is refused before anything is written", SAVE)
+
+
+@pytest.mark.rule("P7.loads-safely")
+def test_checkpoint_loads_with_weights_only(checkpoint):
+    buffer = io.BytesIO()
+    call(checkpoint.save_checkpoint, *trained_run(1), 1, buffer, note="kept")
+    buffer.seek(0)
+    try:
+        torch.load(buffer, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        unloadable(f"torch.load(<what {SAVE}(..., BytesIO()) wrote>, weights_only=True)", exc)
+
+
+def draws() -> dict[str, list[float]]:
+    """The next draws of torch's, numpy's (uniform, then gaussian) and Python's RNGs."""
+    return {"torch's CPU generator": torch.rand(3).tolist(),
+            "numpy's global RNG": np.random.random(2).tolist() + np.random.normal(size=2).tolist(),
+            "Python's random": [random.random(), random.gauss(0.0, 1.0)]}
+
+
+@pytest.mark.rule("P7.restores-rngs")
+def test_every_rng_is_restored(checkpoint):
+    model, optimizer = trained_run(1)
+    np.random.normal()  # one gaussian of a pair: numpy keeps the other cached, which is state too
+    buffer = io.BytesIO()
+    call(checkpoint.save_checkpoint, model, optimizer, 1, buffer)
+    expected = draws()
+    scramble_rngs()
+    buffer.seek(0)
+    call(loading(checkpoint.load_checkpoint), buffer, *make_run(seed=5))
+    got = draws()
+    differ = [name for name in expected if got[name] != expected[name]]
+    check_true(not differ, f"{LOAD}(...) then draws from every RNG", f"different draws from {', '.join(differ)}",
+               "the draws made right after the save", LOAD,
+               "save every RNG's state inside save_checkpoint and restore it in load_checkpoint "
+               "(numpy's state includes has_gauss and cached_gaussian)")
+
+
+@pytest.mark.rule("P7.restores-model", "P7.restores-optimizer", "P7.restores-rngs")
 def test_exact_resume_is_bit_identical(checkpoint, tmp_path):
     model, optimizer = trained_run(3)
     path = tmp_path / "ckpt.pt"
@@ -131,7 +215,7 @@ def test_exact_resume_is_bit_identical(checkpoint, tmp_path):
 
     scramble_rngs()  # a new process starts with other RNG states and a freshly initialised model
     fresh_model, fresh_optimizer = make_run(seed=7)
-    call(checkpoint.load_checkpoint, path, fresh_model, fresh_optimizer)
+    call(loading(checkpoint.load_checkpoint), path, fresh_model, fresh_optimizer)
     loaded = run_state(fresh_model, fresh_optimizer)
     resumed = [train_step(fresh_model, fresh_optimizer) for _ in range(4)]
     check_true(resumed == uninterrupted, f"{LOAD}(...) then 4 more training steps", resumed,
@@ -142,39 +226,69 @@ def test_exact_resume_is_bit_identical(checkpoint, tmp_path):
                "different parameters", "bit-identical parameters to the uninterrupted run", LOAD)
 
 
-def test_file_object_round_trip(checkpoint):
-    model, optimizer = trained_run(2)
+@pytest.mark.rule("P7.file-object-out")
+def test_save_to_a_file_object_at_its_position(checkpoint):
     buffer = io.BytesIO()
-    buffer.write(b"HEADER")  # the checkpoint is written at the current position...
-    call(checkpoint.save_checkpoint, model, optimizer, 5, buffer, note="in memory")
-    check_true(len(buffer.getvalue()) > 6, f"{SAVE}(..., BytesIO)", len(buffer.getvalue()),
-               "bytes written to the file object", SAVE)
-    buffer.seek(6)  # ...and read from the current position
+    buffer.write(b"HEADER")
+    call(checkpoint.save_checkpoint, *trained_run(2), 5, buffer)
+    what = f"{SAVE}(..., BytesIO holding b'HEADER')"
+    check_true(not buffer.closed, what, "a closed buffer", "the buffer left open: it belongs to the caller", SAVE)
+    content = buffer.getvalue()
+    check_true(content.startswith(b"HEADER") and len(content) > 6, what, content[:12],
+               "b'HEADER' kept and the checkpoint written after it (at the buffer's current position)", SAVE)
+
+
+@pytest.mark.rule("P7.load-from-position")
+def test_load_from_a_file_object_at_its_position(checkpoint):
+    model, optimizer = trained_run(2)
+    saved = io.BytesIO()
+    call(checkpoint.save_checkpoint, model, optimizer, 5, saved, note="in memory")
+    buffer = io.BytesIO(b"HEADER" + saved.getvalue())
+    buffer.seek(6)  # the checkpoint starts here
     fresh_model, fresh_optimizer = make_run(seed=3)
-    check_equal(checkpoint.load_checkpoint, buffer, fresh_model, fresh_optimizer, expected=5)
-    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}(BytesIO, ...)",
+    check_equal(loading(checkpoint.load_checkpoint), buffer, fresh_model, fresh_optimizer, expected=5)
+    check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}(BytesIO at position 6, ...)",
                "different parameters", "the saved model's parameters", LOAD)
     buffer.seek(6)
-    check_equal(checkpoint.load_checkpoint_extras, buffer, expected={"note": "in memory"})
+    check_equal(loading(checkpoint.load_checkpoint_extras), buffer, expected={"note": "in memory"})
 
 
+@pytest.mark.rule("P7.extras-allowed", "P7.extras-returned")
 def test_extras_round_trip(checkpoint, tmp_path):
     extras = {"loss": 2.5, "tokens_seen": 123456, "done": False, "name": "run-7", "nothing": None,
               "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3]},
               "ema": torch.arange(4.0)}
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, *trained_run(1), 1, path, **extras)
-    got = call(checkpoint.load_checkpoint_extras, path)
+    got = call(loading(checkpoint.load_checkpoint_extras), path)
     check_true(same_state(got, extras), f"{EXTRAS}({path.name})", got, f"the extras saved: {extras}", EXTRAS)
 
 
-def extra_values():
-    scalars = (st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
-               | st.none() | st.complex_numbers(allow_nan=False))
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
-                        | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+@pytest.mark.rule("P7.extras-returned")
+def test_no_extras_give_an_empty_dict(checkpoint):
+    buffer = io.BytesIO()
+    call(checkpoint.save_checkpoint, *make_run(), 0, buffer)
+    buffer.seek(0)
+    check_equal(loading(checkpoint.load_checkpoint_extras), buffer, expected={},
+                why="the **extra keyword arguments as a dict: {} when save_checkpoint got none")
 
 
+@pytest.mark.rule("P7.extras-restore-nothing")
+def test_loading_the_extras_restores_nothing(checkpoint):
+    buffer = io.BytesIO()
+    call(checkpoint.save_checkpoint, *trained_run(1), 1, buffer, note="kept")
+    scramble_rngs(5)
+    expected = draws()
+    scramble_rngs(5)
+    buffer.seek(0)
+    call(loading(checkpoint.load_checkpoint_extras), buffer)
+    got = draws()
+    differ = [name for name in expected if got[name] != expected[name]]
+    check_true(not differ, f"{EXTRAS}(...) then draws from every RNG", f"different draws from {', '.join(differ)}",
+               "the draws the RNGs would have made without the call: it restores nothing", EXTRAS)
+
+
+@pytest.mark.rule("P7.extras-allowed")
 @settings(max_examples=20, deadline=None)
 @given(value=extra_values())
 def test_any_safe_extra_round_trips(checkpoint, value):
@@ -182,11 +296,12 @@ def test_any_safe_extra_round_trips(checkpoint, value):
     buffer = io.BytesIO()
     call(checkpoint.save_checkpoint, model, optimizer, 0, buffer, value=value)
     buffer.seek(0)
-    got = call(checkpoint.load_checkpoint_extras, buffer)
+    got = call(loading(checkpoint.load_checkpoint_extras), buffer)
     check_true(same_state(got, {"value": value}), f"{EXTRAS}(...) after saving value={value!r}", got,
                f"{{'value': {value!r}}}", EXTRAS)
 
 
+@pytest.mark.rule("P7.extras-refused")
 @pytest.mark.parametrize("bad", [np.float64(1.0), np.int64(3), np.zeros(3), {1, 2}, [1, object()],
                                  {"deep": (1, np.float32(2.0))}, {np.int64(1): "a numpy key"}],
                          ids=lambda bad: re.sub(r" at 0x[0-9a-f]+", "", repr(bad)))  # the same ids in every process
@@ -202,14 +317,13 @@ def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
                "the previous checkpoint unchanged and no other file: validate before writing", SAVE)
 
 
-def test_failed_save_leaves_previous_checkpoint(checkpoint, tmp_path, monkeypatch):
+def save_failing_half_way(checkpoint, path: Path, monkeypatch) -> bool:
+    """Save over ``path`` while torch.save writes half a checkpoint, then fails as a full disk does:
+    whether the error propagated."""
     model, optimizer = trained_run(1)
-    path = tmp_path / "ckpt.pt"
-    call(checkpoint.save_checkpoint, model, optimizer, 1, path)
-    before = path.read_bytes()
     real_save = torch.save
 
-    def failing_save(obj, f, *args, **kwargs):  # writes half a checkpoint, then the disk is "full"
+    def failing_save(obj, f, *args, **kwargs):
         data = io.BytesIO()
         real_save(obj, data, *args, **kwargs)
         half = data.getvalue()[: len(data.getvalue()) // 2]
@@ -230,19 +344,48 @@ def test_failed_save_leaves_previous_checkpoint(checkpoint, tmp_path, monkeypatc
     except NotImplementedError as exc:
         not_implemented(checkpoint.save_checkpoint, (model, optimizer, 2, path), {}, exc)
     except Exception:  # noqa: BLE001 - the injected OSError (or an error wrapping it) must propagate
-        pass
-    else:
-        check_true(False, f"{SAVE}(..., {path.name}) while torch.save fails half-way", "it returned normally",
-                   "the error propagates: a failed save must not look successful", SAVE)
+        return True
     finally:
         monkeypatch.undo()
-    check_true(path.read_bytes() == before, f"{SAVE}(..., {path.name}) failing half-way", "a changed file",
+    return False
+
+
+@pytest.fixture
+def previous(checkpoint, tmp_path) -> tuple[Path, bytes]:
+    """A checkpoint saved at iteration 1 (its path and bytes), for a later save to fail over."""
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, *trained_run(1), 1, path)
+    return path, path.read_bytes()
+
+
+FAILING = "{}(..., {}) while torch.save fails half-way (disk full)"
+
+
+@pytest.mark.rule("P7.save-error-propagates")
+def test_failed_save_raises(checkpoint, previous, monkeypatch):
+    path, _ = previous
+    check_true(save_failing_half_way(checkpoint, path, monkeypatch), FAILING.format(SAVE, path.name),
+               "it returned normally", "the error propagates: a failed save must not look successful", SAVE)
+
+
+@pytest.mark.rule("P7.save-keeps-previous")
+def test_failed_save_leaves_previous_checkpoint(checkpoint, previous, monkeypatch):
+    path, before = previous
+    save_failing_half_way(checkpoint, path, monkeypatch)
+    check_true(path.read_bytes() == before, FAILING.format(SAVE, path.name), "a changed file",
                "the previous checkpoint, byte for byte: write a temporary file, then os.replace it", SAVE)
-    check_true(os.listdir(tmp_path) == ["ckpt.pt"], f"{SAVE}(..., {path.name}) failing half-way",
-               sorted(os.listdir(tmp_path)), "['ckpt.pt']: remove the temporary file when the save fails", SAVE)
-    check_equal(checkpoint.load_checkpoint, path, *make_run(), expected=1)
+    check_equal(loading(checkpoint.load_checkpoint), path, *make_run(), expected=1)
 
 
+@pytest.mark.rule("P7.save-no-temp-file")
+def test_failed_save_leaves_no_temporary_file(checkpoint, previous, monkeypatch):
+    path, _ = previous
+    save_failing_half_way(checkpoint, path, monkeypatch)
+    check_true(os.listdir(path.parent) == ["ckpt.pt"], FAILING.format(SAVE, path.name),
+               sorted(os.listdir(path.parent)), "['ckpt.pt']: remove the temporary file when the save fails", SAVE)
+
+
+@pytest.mark.rule("P7.save-no-temp-file")
 def test_successful_save_leaves_only_the_checkpoint(checkpoint, tmp_path):
     model, optimizer = trained_run(1)
     path = tmp_path / "ckpt.pt"
@@ -250,7 +393,7 @@ def test_successful_save_leaves_only_the_checkpoint(checkpoint, tmp_path):
         call(checkpoint.save_checkpoint, model, optimizer, iteration, path)
     check_true(os.listdir(tmp_path) == ["ckpt.pt"], f"{SAVE}(..., {path.name}) twice", sorted(os.listdir(tmp_path)),
                "['ckpt.pt'] and no temporary files", SAVE)
-    check_equal(checkpoint.load_checkpoint, path, *make_run(), expected=2)
+    check_equal(loading(checkpoint.load_checkpoint), path, *make_run(), expected=2)
 
 
 class _Payload:
@@ -263,6 +406,7 @@ class _Payload:
         return (open, (self.marker, "w"))
 
 
+@pytest.mark.rule("P7.refuses-code")
 def test_checkpoint_with_code_is_refused(checkpoint, tmp_path):
     model, optimizer = make_run()
     path, marker = tmp_path / "evil.pt", tmp_path / "pwned"
@@ -284,6 +428,7 @@ def test_checkpoint_with_code_is_refused(checkpoint, tmp_path):
                    f"checkpoint.{fn.__name__}")
 
 
+@pytest.mark.rule("P7.restores-cuda-rng")
 @pytest.mark.gpu
 def test_cuda_rng_state_is_restored(checkpoint, tmp_path):
     model, optimizer = trained_run(1)
@@ -294,7 +439,7 @@ def test_cuda_rng_state_is_restored(checkpoint, tmp_path):
     call(checkpoint.save_checkpoint, model, optimizer, 1, path)
     expected = torch.randn(8, device="cuda").cpu()
     torch.cuda.manual_seed_all(99)
-    call(checkpoint.load_checkpoint, path, model, optimizer)
+    call(loading(checkpoint.load_checkpoint), path, model, optimizer)
     got = torch.randn(8, device="cuda").cpu()
     check_true(torch.equal(got, expected), f"{LOAD}(...) then torch.randn(8, device='cuda')", got,
                f"the draws made after the save, {expected.tolist()}", LOAD, "save and restore every CUDA device's RNG")

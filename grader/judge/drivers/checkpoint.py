@@ -141,6 +141,13 @@ def save_point(optimizer: str, warmup: int, steps: int = 0, seed: int = 0) -> Sa
                          model_state(JUDGE, model))
 
 
+def seeded_draws(seed: int) -> dict[str, list[float]]:
+    """What every RNG draws right after ``seed_all(side, seed)``, drawn in the judge."""
+    with _judge_rngs():
+        seed_all(JUDGE, seed)
+        return draws(JUDGE)
+
+
 def restore_point(side: Side, point: SavePoint, device: str = "cpu") -> tuple[Handle, Handle]:
     """A run on ``side`` in exactly the state of ``point``: weights, buffers, optimizer, RNGs."""
     model, opt = build_run(side, point.optimizer_name, device)

@@ -16,6 +16,8 @@ computed itself anywhere in the loaded object, under any key, at any depth:
 from __future__ import annotations
 
 import io
+import pickle
+import re
 import zipfile
 from typing import Any, Iterator
 
@@ -48,8 +50,22 @@ def load(data: bytes) -> Any:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Unreadable:
         raise
+    except pickle.UnpicklingError as exc:
+        raise Unreadable(refused(str(exc))) from None
     except Exception as exc:  # noqa: BLE001 - whatever the bytes make torch raise, they are no checkpoint
         raise Unreadable(f"torch.load(..., weights_only=True) raised {type(exc).__name__}: {exc}"[:300]) from None
+
+
+def refused(message: str) -> str:
+    """torch's refusal of a checkpoint (an UnpicklingError's ``message``), as the rule the save broke: what
+    torch would not rebuild, without torch's advice on loading it anyway."""
+    found = re.search(r"GLOBAL ([\w.]+)", message)
+    culprit = found.group(1) if found else "an object it does not rebuild"
+    if culprit.startswith("numpy"):
+        culprit += " (a numpy array or scalar: np.random.get_state() holds one)"
+    return (f"torch.load(..., weights_only=True) refuses {culprit}: the file save_checkpoint writes must hold only "
+            "tensors, Python scalars, str, None and lists, tuples and dicts of them, numpy's RNG state as plain "
+            "values [P7.loads-safely]")
 
 
 def values(content: Any) -> Iterator[Any]:

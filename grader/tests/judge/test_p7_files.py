@@ -91,6 +91,12 @@ def test_a_file_carrying_code_is_not_run_by_the_judge(point, tmp_path):
     assert "cannot read it" in checkpoint_file.check(data, iteration=1) and not marker.exists()
 
 
+def test_a_numpy_array_is_traced_to_the_rule_it_breaks(point):
+    """numpy's RNG state kept as an array: the judge names the rule it breaks, never torch's advice to load it anyway."""
+    why = checkpoint_file.check(saved({"model": point.model, "rng": np.random.get_state()}), model=point.model)
+    assert "numpy" in why and why.count("[P7.loads-safely]") == 1 and "False" not in why, why
+
+
 def test_compressed_records_are_refused_before_torch_reads_them(point):
     """torch.load inflates deflated records: a small file could fill the judge's memory."""
     plain = zipfile.ZipFile(io.BytesIO(saved(layouts(point)["the reference's"])))
