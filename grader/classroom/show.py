@@ -19,8 +19,8 @@ from typing import Any
 
 from ..problems import PROBLEMS
 from .gradebook.inputs import Change, apply_overrides, read_overrides
-from .gradebook.records import (GradebookError, merge, number, read_record, read_results, result_files,
-                                stub_function)
+from ..grading.results import stub_function
+from .gradebook.records import GradebookError, merge, number, read_record, read_results, result_files
 
 HIDDEN = "hidden"
 

@@ -33,7 +33,7 @@ from ..paths import HIDDEN
 from ..problems import PROBLEMS, Problem, suite_file, suite_problem
 from ..record import JUDGED, NOT_JUDGED, JudgeReport, RecordError, TestRecord
 from . import judges
-from .results import GradingResult, TestResult, write_atomic, write_json_atomic
+from .results import GradingResult, TestResult, stub_function, write_atomic, write_json_atomic
 from ..submission import SubmissionError, stage, upload_fix
 
 
@@ -201,6 +201,10 @@ def _notes(reports: list[JudgeReport], tests: list[TestResult]) -> tuple[str, ..
     for report in reports:
         if report.import_error:
             notes.add(f"Importing your package failed: {report.import_error}")
+    unwritten = [name for name in dict.fromkeys(stub_function(t.message) for t in tests if t.status == "failed") if name]
+    if unwritten:
+        notes.add(f"Not implemented yet (still raising NotImplementedError): {', '.join(unwritten)}; the tests "
+                  f"below that call them fail until they are written.")
     return tuple(sorted(notes))
 
 

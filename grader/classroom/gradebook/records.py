@@ -10,7 +10,6 @@ the same kit version and the same options (all but ``--gpu``) and agree on every
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -75,15 +74,6 @@ class Record:
     def identity(self) -> tuple:
         """What two records of one student must share to be the same grade (not when or where it was written)."""
         return self.content_hash, self.status, self.total, self.problems, self.provisional, self.reason
-
-
-STUB = re.compile(r"NotImplementedError: (\w+\.\w+) is not implemented yet")  # the message of a stub's raise
-
-
-def stub_function(message: str) -> str:
-    """The function a failed test found not implemented yet (``memory.float_layout``), else ""."""
-    found = STUB.search(message)
-    return found[1] if found else ""
 
 
 def number(value: float | None) -> str:

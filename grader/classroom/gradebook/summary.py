@@ -13,8 +13,8 @@ from ...problems import PROBLEMS, TOTAL_POINTS
 from ..similarity.pairs import Review, grouped
 from .inputs import Change
 from .late import UNKNOWN
-from ...grading.results import TestResult
-from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number, stub_function
+from ...grading.results import TestResult, stub_function
+from .records import COLUMNS, MAX_ROW, NO_RESULT, NOT_IN_ROSTER, Record, number
 
 MOST_FAILED = 10
 OUTCOMES = ("passed", "failed", "not_attempted", "error", "not_run")  # not attempted: failed on a stub

@@ -327,11 +327,12 @@ def test_real_grading_of_a_small_class(tmp_path):
     folder = tmp_path / "class"
     package(KIT / "solutions", folder / "alice")
     (folder / "bob").mkdir()
-    assert grade_class(folder, tmp_path / "out", grade_command=batch.GRADE_COMMAND, problems=["P1"], profile="ci") == 0
+    assert grade_class(folder, tmp_path / "out", grade_command=batch.GRADE_COMMAND, problems=["P1"], profile="ci") == 1
     rows = results(tmp_path / "out")
     assert rows["alice"]["extra_data"]["batch"]["status"] == "graded"
     assert rows["alice"]["score"] == rows["alice"]["extra_data"]["problems"]["P1"]["max_score"] == 12
     assert rows["bob"]["extra_data"]["batch"]["status"] == "error" and "no assignment package" in rows["bob"]["extra_data"]["grader_error"]
+    assert "Upload again: a readable .zip with your assignment/ folder" in rows["bob"]["output"]  # what bob reads
 
 
 def test_throughput_benchmark_reports_a_ratio_and_a_base_revision_graded_in_turn():

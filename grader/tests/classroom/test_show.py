@@ -12,6 +12,7 @@ import pytest
 
 from grader.cli import main as grader
 from grader.paths import KIT_ROOT
+from grader.release.stubs import stub_message
 from grader.grading.results import ERROR_OUTPUT, GradingResult, TestResult, write_json_atomic
 
 TESTS = (TestResult("P1", "memory", "sizes", 12.0, "passed"),
@@ -68,8 +69,8 @@ def test_an_unknown_student_is_refused_on_one_line(tmp_path, capsys, present, re
 
 
 def _stub_test(problem: str, module: str, function: str, points: float) -> TestResult:
-    message = (f"{module}.{function}(1) raised NotImplementedError: {module}.{function} is not implemented yet: see "
-               f"handout.md, section '{module}.{function}'")
+    """A test failed on a stub: the judge's words around the stub's own message (``release.stubs``)."""
+    message = f"{module}.{function}(1) raised NotImplementedError: {stub_message(module, function)}"
     return TestResult(problem, module, f"{function} works", points, "failed", message=message)
 
 
@@ -112,3 +113,13 @@ def test_a_broken_upload_tells_the_student_what_to_upload(tmp_path, capsys):
     assert "Your upload could not be graded: upload.zip is not a readable zip file" in out
     assert "Upload again: a readable .zip with your assignment/ folder (memory.py" in out
     assert "your instructor has the details" not in out
+
+
+def test_the_results_output_names_the_functions_not_implemented_yet_once():
+    from grader.grading.grade import _notes
+
+    stubs = [_stub_test("P1", "memory", f, 1.0) for f in ("sizes", "sizes", "layout")]
+    wrong = TestResult("P1", "memory", "bits", 1.0, "failed", message="got 3, expected 4")
+    assert _notes([], [*stubs, wrong]) == ("Not implemented yet (still raising NotImplementedError): memory.sizes, "
+                                           "memory.layout; the tests below that call them fail until they are written.",)
+    assert _notes([], [wrong]) == ()
