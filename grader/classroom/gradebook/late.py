@@ -129,7 +129,10 @@ def apply_late(records: list[Record], policy: Policy) -> list[Record]:
         raise GradebookError(f"late file: unknown student {unknown[0]!r} (no result, not in the roster)")
     changed = []
     for record in records:
-        days = days_late(record, policy) if record.status == "graded" else 0
+        if record.status != "graded":  # error and missing rows have no grade to charge
+            changed.append(record)
+            continue
+        days = days_late(record, policy)
         terms = policy.students.get(record.student, {})
         if days is None:
             changed.append(replace(record, notes=(*record.notes, UNKNOWN)))

@@ -38,6 +38,7 @@ def term(tmp_path):
     _submitted(tmp_path, "bob", {"lms": "gradescope", "submitted_at": "2026-03-05T11:00:00-08:00"})  # 2 days
     _submitted(tmp_path, "carol", {"lms": "gradescope", "submitted_at": "2026-03-05T20:00:00-08:00"})  # extended
     _submitted(tmp_path, "dave", {"lms": "canvas", "ID": "1004", "late": "true"})  # Canvas: late, no time
+    write(tmp_path / "run", "erin", GradingResult.failed("erin.zip", "not a readable zip file"))  # nothing to charge
     (tmp_path / "late.yml").write_text(POLICY)
     return tmp_path
 
@@ -57,7 +58,8 @@ def test_days_late_free_days_and_penalties_go_into_the_totals_csv_summary_and_re
     assert "1 late students without a submission time" in capsys.readouterr().err
     rows = _rows(term)
     assert {s: (r["total"], r["days_late"], r["late_penalty"]) for s, r in rows.items()} == {
-        "alice": ("24", "0", "0"), "bob": ("21.6", "2", "2.4"), "carol": ("24", "0", "0"), "dave": ("24", "", "")}
+        "alice": ("24", "0", "0"), "bob": ("21.6", "2", "2.4"), "carol": ("24", "0", "0"), "dave": ("24", "", ""),
+        "erin": ("0", "", "")}
     assert "2 days late (1 free, -2.4 points)" in rows["bob"]["notes"]
     (term / "late.yml").write_text(POLICY + "  dave: {days_late: 3, reason: 'Canvas LATE, TA checked the time'}\n")
     assert _gradebook(term) == 0
@@ -72,7 +74,8 @@ def test_days_late_free_days_and_penalties_go_into_the_totals_csv_summary_and_re
 
 def test_without_a_late_file_nothing_is_late(term):
     assert grader(["gradebook", str(term / "run"), "--csv", str(term / "gb.csv")]) == 0
-    assert {r["total"] for r in _rows(term).values()} == {"24"} and {r["days_late"] for r in _rows(term).values()} == {""}
+    rows = [r for r in _rows(term).values() if r["status"] == "graded"]
+    assert {r["total"] for r in rows} == {"24"} and {r["days_late"] for r in _rows(term).values()} == {""}
 
 
 @pytest.mark.parametrize("text, message", [
