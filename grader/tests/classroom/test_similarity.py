@@ -21,6 +21,7 @@ from grader.classroom.similarity.documents import Document, read_class, stubs
 from grader.classroom.similarity.pairs import Criteria, to_review
 from grader.cli import main as grader
 from grader.paths import ASSIGNMENT, SOLUTIONS
+from grader.problems import MODULES
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +164,26 @@ def test_five_copies_are_one_cluster_on_one_small_page(tmp_path, capsys):
     assert cluster.count("<h2>") == 4  # the pairs that join five submissions, not all ten
     assert len(cluster.encode()) < 400_000 and "minmax(0, 1fr)" in cluster and "pre-wrap" in cluster
     assert not (tmp_path / "out" / "clusters" / "cluster-2.html").exists()
+
+
+def _whole(texts: dict[str, str]) -> str:
+    return "\n".join(f"# {module}.py\n{text}" for module, text in texts.items())
+
+
+def test_three_independent_honest_submissions_and_a_disguised_copy_only_the_copy_is_flagged():
+    """The reference, the alternatives and the lenient alternatives (each written into the stubs), and the
+    reference disguised every way at once: compared for real, only the copy and its original are to review."""
+    modules = {f"p{i}_{m}": m for i, m in enumerate(MODULES, 1)}
+
+    def alternative(suffix: str) -> str:
+        return _whole({m: (ASSIGNMENT / f"{m}.py").read_text() + "\n\n"
+                       + (FIXTURES / "alternatives" / f"{stem}{suffix}.py").read_text() for stem, m in modules.items()})
+
+    reference = {m: (SOLUTIONS / f"{m}.py").read_text() for m in modules.values()}
+    documents = [Document("reference", _whole(reference)), Document("alternative", alternative("")),
+                 Document("lenient", alternative("_lenient")),
+                 Document("copy", _whole({m: disguise(text, DISGUISES) for m, text in reference.items()}))]
+    pairs = compare(documents, [], stubs(), jobs=2)
+    criteria = Criteria().calibrated(pairs)
+    assert [(p.a, p.b) for p in pairs if criteria.flags(p)] == [("reference", "copy")]
+    assert criteria.clusters(pairs) == [["copy", "reference"]]
