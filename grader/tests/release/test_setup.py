@@ -164,18 +164,27 @@ def _run(line: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedPr
     return subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("route", ["pip", "uv"])
-def test_the_linux_line_asks_pytorchs_index_for_torch_alone(route, tmp_path):
-    if route == "uv" and shutil.which("uv") is None:
+@pytest.fixture(params=["pip", "uv"])
+def route(request) -> str:
+    if request.param == "uv" and shutil.which("uv") is None:
         pytest.skip("uv is not installed (pip install uv; the dev extra has it)")
+    return request.param
+
+
+def _linux_line(route: str, tmp_path: Path, index_url: str) -> tuple[Path, dict[str, str], subprocess.CompletedProcess]:
+    """The route's Linux line, run in a fresh release folder with ``index_url`` in PyTorch's index's place."""
     folder, env = _student(tmp_path, _wheel(tmp_path / "pypi", "2.13.0"))
+    if route == "uv":
+        project = folder / "pyproject.toml"
+        project.write_text(project.read_text().replace(CPU_INDEX, index_url))
+    return folder, env, _run(_commands()[route].replace(CPU_INDEX, index_url), folder, env)
+
+
+@pytest.mark.slow
+def test_the_linux_line_asks_pytorchs_index_for_torch_alone(route, tmp_path):
     index = _Index(tmp_path / "cpu-index")
     try:
-        if route == "uv":
-            project = folder / "pyproject.toml"
-            project.write_text(project.read_text().replace(CPU_INDEX, index.url))
-        run = _run(_commands()[route].replace(CPU_INDEX, index.url), folder, env)
+        folder, _, run = _linux_line(route, tmp_path, index.url)
     finally:
         index.shutdown()
     assert run.returncode == 0, run.stderr[-2000:]
@@ -185,19 +194,11 @@ def test_the_linux_line_asks_pytorchs_index_for_torch_alone(route, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("route", ["pip", "uv"])
 def test_where_pytorchs_index_is_unreachable_the_line_fails_fast_and_the_way_out_installs(route, tmp_path):
-    if route == "uv" and shutil.which("uv") is None:
-        pytest.skip("uv is not installed (pip install uv; the dev extra has it)")
-    folder, env = _student(tmp_path, _wheel(tmp_path / "pypi", "2.13.0"))
-    unreachable = _closed_port()
-    if route == "uv":
-        project = folder / "pyproject.toml"
-        project.write_text(project.read_text().replace(CPU_INDEX, unreachable))
-    commands = _commands()
     started = time.monotonic()
-    failed = _run(commands[route].replace(CPU_INDEX, unreachable), folder, env)
+    folder, env, failed = _linux_line(route, tmp_path, _closed_port())
     assert failed.returncode != 0 and time.monotonic() - started < 60, failed.stderr[-2000:]
+    commands = _commands()
     way_out = f". .venv/bin/activate && {commands['pip way out']}" if route == "pip" else commands["uv way out"]
     run = _run(way_out, folder, _with_pypi_torch(env))  # the same shell: the venv the Linux line made, activated
     assert run.returncode == 0, run.stderr[-2000:]
