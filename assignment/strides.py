@@ -22,7 +22,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     (``torch.empty(2, 0, 3).stride() == (3, 3, 1)``).
 
     Raises:
-        ValueError: a negative or non-int size.
+        ValueError: a negative or non-int size. [P2.contiguous-strides-refuses]
     """
     raise NotImplementedError("strides.contiguous_strides is not implemented yet: see handout.md, section 'strides.contiguous_strides'")
 
@@ -34,9 +34,9 @@ def flat_index(index: Sequence[int], shape: Sequence[int], strides: Sequence[int
 
     Raises:
         IndexError: an entry out of range or not an int, or an index whose length is not
-            ``len(shape)``.
+            ``len(shape)``. [P2.flat-index-range]
         ValueError: shape and strides of different lengths or with a negative or non-int entry, or a
-            negative or non-int offset.
+            negative or non-int offset. [P2.flat-index-refuses]
     """
     raise NotImplementedError("strides.flat_index is not implemented yet: see handout.md, section 'strides.flat_index'")
 
@@ -50,6 +50,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
     Raises:
         ValueError: shape and strides of different lengths or with a negative or non-int entry.
+            [P2.is-contiguous-refuses]
     """
     raise NotImplementedError("strides.is_contiguous is not implemented yet: see handout.md, section 'strides.is_contiguous'")
 
@@ -62,9 +63,9 @@ def transpose(shape: Sequence[int], strides: Sequence[int], dim0: int,
     ``Tensor.transpose`` does.
 
     Raises:
-        IndexError: a dim out of range.
+        IndexError: a dim out of range. [P2.transpose-range]
         ValueError: shape and strides of different lengths or with a negative or non-int entry, or a
-            dim that is not an int.
+            dim that is not an int. [P2.transpose-refuses]
     """
     raise NotImplementedError("strides.transpose is not implemented yet: see handout.md, section 'strides.transpose'")
 
@@ -80,10 +81,10 @@ def slice_view(shape: Sequence[int], strides: Sequence[int], offset: int, dim: i
     in torch.
 
     Raises:
-        IndexError: a dim out of range (a 0-d tensor has none).
+        IndexError: a dim out of range (a 0-d tensor has none). [P2.slice-dim-range]
         ValueError: ``step`` below 1, a bound that is neither an int nor None, a dim that is not an
             int, a negative offset, or shape and strides of different lengths or with a negative or
-            non-int entry.
+            non-int entry. [P2.slice-refuses]
     """
     raise NotImplementedError("strides.slice_view is not implemented yet: see handout.md, section 'strides.slice_view'")
 
@@ -98,7 +99,7 @@ def view_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequen
     Raises:
         ValueError: a ``new_shape`` whose element count differs from ``shape``'s, more than one -1,
             a -1 that cannot be inferred (zero elements) or another negative size; or shape and
-            strides of different lengths or with a negative or non-int entry.
+            strides of different lengths or with a negative or non-int entry. [P2.view-refuses]
     """
     raise NotImplementedError("strides.view_strides is not implemented yet: see handout.md, section 'strides.view_strides'")
 
