@@ -187,20 +187,22 @@ NUMPY_FLOAT_TYPES = {"float16", "float32", "float64", "half", "single", "double"
 def reinterpretations(source: str, root: str = "decode_float") -> list[str]:
     """Where ``root`` (and the module-level definitions it names, transitively) reinterprets bits."""
     tree = ast.parse(source)
-    imported = {}  # local name -> (module, member)
+    imported = {}  # local name -> what it was imported as: "numpy", "struct.unpack"
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported.update({alias.asname or alias.name.split(".")[0]: (alias.name.split(".")[0], "")
-                             for alias in node.names})
+            imported.update({alias.asname or alias.name.split(".")[0]: alias.name if alias.asname
+                             else alias.name.split(".")[0] for alias in node.names})
         elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.update({alias.asname or alias.name: (node.module.split(".")[0], alias.name) for alias in node.names})
+            imported.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
     defined: dict[str, list[ast.AST]] = {}
     for node in tree.body:
-        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [
-            n.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if t for n in ast.walk(t)
-            if isinstance(n, ast.Name)]
-        for name in names:
-            defined.setdefault(name, []).append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        defined.setdefault(name.id, []).append(node)
     seen, todo, found = {root}, [root], []
     while todo:
         for top in defined.get(todo.pop(), []):
@@ -208,14 +210,14 @@ def reinterpretations(source: str, root: str = "decode_float") -> list[str]:
                 if isinstance(node, ast.Name) and node.id in defined and node.id not in seen:
                     seen.add(node.id)
                     todo.append(node.id)
-                module, member = imported.get(node.id, ("", "")) if isinstance(node, ast.Name) else ("", "")
+                module, _, member = imported.get(node.id, "").partition(".") if isinstance(node, ast.Name) else ("", "", "")
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in REINTERPRETING_CALLS:
                     found.append(f".{node.func.attr}(...) on line {node.lineno}")
                 elif isinstance(node, ast.Name) and (node.id in REINTERPRETING_NAMES or module in {"struct", "ctypes"}
                                                      or (module in {"numpy", "ml_dtypes"} and member in NUMPY_FLOAT_TYPES)):
                     found.append(f"{node.id} on line {node.lineno}")
                 elif (isinstance(node, ast.Attribute) and node.attr in NUMPY_FLOAT_TYPES and isinstance(node.value, ast.Name)
-                      and imported.get(node.value.id, ("", ""))[0] in {"numpy", "ml_dtypes"}):
+                      and imported.get(node.value.id, "").split(".")[0] in {"numpy", "ml_dtypes"}):
                     found.append(f"{ast.unparse(node)} on line {node.lineno}")
     return found
 
