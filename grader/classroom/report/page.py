@@ -104,13 +104,15 @@ def _explainer():
 
 
 def _flagger(pairs: list[Review]):
-    """A record's flags for the students' table: provisional, similar (to review), not in the roster, overridden."""
+    """A record's flags for the students' table: provisional, similar (to review), late, stubs left (a function
+    not attempted), not in the roster, overridden."""
     similar = {name for pair in pairs for name in (pair.a, pair.b)}
 
     def flags(record: Record) -> list[str]:
         return [flag for flag, on in (("provisional", record.status == "graded" and record.provisional),
                                       ("similar", record.student in similar),
                                       ("late", bool(record.late and record.late.days) or UNKNOWN in record.notes),
+                                      ("stubs left", any(outcome(t) == "not_attempted" for t in record.tests)),
                                       ("not in roster", NOT_IN_ROSTER in record.notes),
                                       ("override", any(OVERRIDDEN in note for note in record.notes))) if on]
     return flags

@@ -150,6 +150,7 @@ def test_a_class_of_300_gives_a_report_under_2_mb_with_late_days_and_who_made_ea
     assert "<td>2 days late (1 free, -17.6 points)</td>" in page  # student002: 88 points, one day charged: 20%
     assert '<a href="#student-student007">student007</a>' in page.split("p3-linear-weight-layout")[1]
     assert "[not implemented] P1 memory: 11 tests" in page and "30 rows\nleft at least one function" in page
+    assert page.count("stubs left</td></tr>") == 30  # flagged in the students' table
     assert "f0 works on every drawn input" not in page.split("Tests most often failed")[1].split("<h2>")[0]
     if CHROMIUM:
         dom, log = _browse(tmp_path / "report.html", tmp_path / "report.png")
