@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     sides = {name or "this kit": {**measured[name, 1].figures("--jobs 1", args.copies),
                                   **measured[name, 2].figures("--jobs 2", args.copies)} for name in kits}
     figures = {"throughput ratio": round(runs[1].seconds / runs[2].seconds, 3), **sides["this kit"],
-               **{key: value for mode, done in gpu.items() for key, value in done.figures(f"--gpu {mode}", args.copies).items()},
+               **{key: value for mode, done in gpu.items()
+                  for key, value in done.figures(f"--gpu {mode}", args.copies).items()},
                **(floor.figures("GPU pass floor", 1) if floor else {})}
     run.write(f"a class graded with --jobs 2 against --jobs 1 ({args.copies} copies, problems "
               f"{','.join(problems) if problems else 'all'}, {args.profile} profile)", figures,

@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU time counted by {tree.how}; {sum(counts.values())} samples ({args.rate} a second) of threads "
           "holding the GIL, scaled to that count")
     print(table(counts, seconds))
-    run.write(f"where a grading of {args.submission.name} spends its CPU time, by phase ({args.problems or 'all problems'}, "
-              f"{args.profile} profile)", {"whole tree CPU-s": round(seconds, 2)},
+    run.write(f"where a grading of {args.submission.name} spends its CPU time, by phase "
+              f"({args.problems or 'all problems'}, {args.profile} profile)", {"whole tree CPU-s": round(seconds, 2)},
               rows={phase: {kind: round(value, 2) for kind, value in zip(PROCESSES, row)}
                     for phase, row in by_phase(counts, seconds).items()})
     return 0

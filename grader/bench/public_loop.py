@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
              "CPU ratio": round(medians[0][1] / medians[1][1], 3)} if args.against else {})}
     print(f"load {os.getloadavg()[0]:.1f} at the end")
     run.write(f"the student's loop: public test runs against {args.impl}, median of {args.rounds}",
-              {label: row["CPU s"] for label, row in rows.items() if label in ("collect-only", "whole-suite")}, rows=rows)
+              {label: row["CPU s"] for label, row in rows.items() if label in ("collect-only", "whole-suite")},
+              rows=rows)
     return 0
 
 

@@ -70,9 +70,10 @@ def test_the_kits_benchmarks_page_is_rendered_from_its_records():
 
 
 def test_every_bench_writes_a_record():
-    benches = {path.stem for path in BENCH.glob("*.py")
-               if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in ast.parse(path.read_text()).body)}
-    silent = {name for name in benches - {"records", "render"} if "records.start(" not in (BENCH / f"{name}.py").read_text()}
+    benches = {path.stem for path in BENCH.glob("*.py") if any(
+        isinstance(node, ast.FunctionDef) and node.name == "main" for node in ast.parse(path.read_text()).body)}
+    silent = {name for name in benches - {"records", "render"}
+              if "records.start(" not in (BENCH / f"{name}.py").read_text()}
     assert benches and not silent
     assert "grader.bench.records" in (BENCH / "gpu_runner.sh").read_text()
 

@@ -1,5 +1,5 @@
-"""The documentation stays a guide, not a log: README.md is short and links every page of ``docs/``;
-no commit hash or date is written outside the rendered benchmarks page and its records; CONTRIBUTING's
+"""The documentation stays a guide, not a log: README.md is short, names every command and links every page
+of ``docs/``; no commit hash or date is written outside the rendered benchmarks page and its records; CONTRIBUTING's
 layout names every module of the trust boundary and its table of arrows is ``test_layout.ARROWS``."""
 
 from __future__ import annotations
@@ -66,6 +66,17 @@ def test_no_commit_hash_or_date_outside_the_benchmarks_page(page):
     ("float8_e8m0fnu, 0x7f800000, 1234567 bytes, SHA-256, defaced", []), ("case 2026-07", [])])
 def test_stamps_are_found(text, found):
     assert stamps(text) == found
+
+
+def test_the_readmes_command_table_names_every_command():
+    import argparse
+
+    from grader.cli import build_parser
+
+    (commands,) = [action.choices for action in build_parser()._actions
+                   if isinstance(action, argparse._SubParsersAction)]
+    table = README.read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    assert commands and not {name for name in commands if f"| `grader {name}" not in table}
 
 
 def test_the_readme_links_every_docs_page():

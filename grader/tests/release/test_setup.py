@@ -84,7 +84,8 @@ def _wheel(folder: Path, version: str) -> Path:
              f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: kit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     digest = {name: base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
               for name, text in files.items()}
-    record = "".join(f"{name},sha256={digest[name]},{len(text)}\n" for name, text in files.items()) + f"{dist}/RECORD,,\n"
+    record = "".join(f"{name},sha256={digest[name]},{len(text)}\n" for name, text in files.items())
+    record += f"{dist}/RECORD,,\n"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"torch-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as wheel:
@@ -145,7 +146,8 @@ def _student(tmp_path: Path, pypi_torch: Path) -> tuple[Path, dict[str, str]]:
     pypi = _local_pypi()
     env = {key: value for key, value in os.environ.items() if not key.startswith(("VIRTUAL_ENV", "UV_", "PYTHONPATH"))}
     (tmp_path / "no-wheels").mkdir()
-    env |= {"PIP_FIND_LINKS": str(tmp_path / "no-wheels"), "PIP_INDEX_URL": pypi, "UV_DEFAULT_INDEX": pypi, "KIT_PYPI_TORCH": str(pypi_torch.parent),
+    env |= {"PIP_FIND_LINKS": str(tmp_path / "no-wheels"), "PIP_INDEX_URL": pypi, "UV_DEFAULT_INDEX": pypi,
+            "KIT_PYPI_TORCH": str(pypi_torch.parent),
             "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_PYTHON": python,
             "PATH": os.pathsep.join([str(tmp_path / "bin"), *(p for p in env["PATH"].split(os.pathsep)
                                                               if not p.startswith(sys.prefix))])}
@@ -231,8 +233,8 @@ def test_the_bundles_setup_stops_after_one_retry_where_the_torch_index_is_unreac
     (tmp_path / "no-wheels").mkdir()
     started = time.monotonic()
     run = subprocess.run(["bash", str(source / "setup.sh")], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "KIT_VENV": str(tmp_path / "v"), "PIP_FIND_LINKS": str(tmp_path / "no-wheels"),
-                              "PIP_INDEX_URL": _local_pypi()})  # PyPI, standing in
+                         env={**os.environ, "KIT_VENV": str(tmp_path / "v"), "PIP_INDEX_URL": _local_pypi(),
+                              "PIP_FIND_LINKS": str(tmp_path / "no-wheels")})  # PyPI, standing in
     assert run.returncode == 1 and time.monotonic() - started < 180, run.stderr[-2000:]
     assert "set KIT_TORCH_INDEX= (empty) for PyPI's build" in run.stderr
     assert run.stderr.count("Retrying") <= 1, run.stderr  # one retry, not pip's default of five per address
