@@ -134,7 +134,7 @@ def table(counts: Counter, tree_seconds: float) -> str:
     return "\n".join(lines)
 
 
-def record(tree: TreeCPU, command: list[str], rate: int, raw: Path) -> float:
+def sample(tree: TreeCPU, command: list[str], rate: int, raw: Path) -> float:
     """Run ``command`` in ``tree``'s cgroup with py-spy attached from outside it; the tree's CPU-seconds."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     before = tree.used()
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="kit-profile-") as tmp:
             raw = args.raw or Path(tmp) / "samples.txt"
-            seconds = record(tree, command, args.rate, raw)
+            seconds = sample(tree, command, args.rate, raw)
             counts = tally(parse_raw(raw.read_text()))
     finally:
         tree.close()
