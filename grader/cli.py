@@ -103,9 +103,10 @@ def _selfcheck(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("classroom.batch")
-    parser = sub.add_parser("batch", help="grade a class: every submission in a folder, a fresh judge each, "
-                                          "resumable, shardable; exit 1 when it finishes with error rows or "
-                                          "unmatched files, 130 when stopped by SIGINT or SIGTERM (resumable)")
+    summary = ("grade a class: every submission in a folder, a fresh judge each, resumable, shardable; exit 1 when "
+               "it finishes with error rows or unmatched files, 130 when stopped by SIGINT or SIGTERM (resumable; a "
+               "background job of a script ignores SIGINT: use SIGTERM)")
+    parser = sub.add_parser("batch", help=summary, description=summary)
     parser.add_argument("submissions", help="folder with one entry per student (a folder or a .zip; its name is "
                                             "the student id), a Gradescope export or Canvas download as it comes, "
                                             "or a .zip/.tar.gz of one of these")

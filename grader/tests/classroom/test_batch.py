@@ -345,3 +345,11 @@ def test_throughput_benchmark_reports_a_ratio_and_a_base_revision_graded_in_turn
     assert run.stdout.count("submissions/hour") == 4, run.stdout
     assert "this kit / HEAD, --jobs 1: CPU " in run.stdout and "this kit / HEAD, --jobs 2: CPU " in run.stdout
     assert "HEAD: throughput ratio (--jobs 2 / --jobs 1): " in run.stdout
+
+
+def test_the_batch_help_documents_its_exit_statuses_and_sigterm(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["batch", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exit 1 when it finishes with error rows or unmatched files" in text
+    assert "130 when stopped by SIGINT or SIGTERM" in text and "ignores SIGINT: use SIGTERM" in text
