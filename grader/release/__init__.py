@@ -64,5 +64,7 @@ def main(out: str, *, kit: Path | None = None) -> int:
         return 1
     commands = setup_commands((Path(out) / "README.md").read_text(encoding="utf-8"))
     print(f"student release written to {out}; set it up in that folder as its README.md says, one of:",
-          *(f"    {command}" for command in commands), "then: pytest tests/", sep="\n")
+          *(f"    {command}" for command in commands),
+          "(where download.pytorch.org cannot be reached, its README says what to run instead); then: pytest tests/",
+          sep="\n")
     return 0
