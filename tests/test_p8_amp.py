@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import time
 
 import pytest
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _kit import call, check_close, check_equal, check_raises, check_true
+from _kit import call, check_close, check_equal, check_raises, check_true, describe_call
 
 STEP = "amp.train_step"
 CKPT = "amp.checkpointed"
@@ -55,60 +56,132 @@ def record_linear_dtypes(model: torch.nn.Module) -> tuple[list[torch.dtype], lis
                for m in model.modules() if isinstance(m, torch.nn.Linear)]
     return seen, handles
 
+SCALERS = {"no scaler": None, "GradScaler('cpu', init_scale=2**16)": 2.0**16}
 
-def test_fp32_step_matches_a_manual_step(amp):
+
+def scaler_of(init_scale: float | None) -> torch.amp.GradScaler | None:
+    return None if init_scale is None else torch.amp.GradScaler("cpu", init_scale=init_scale)
+
+
+@pytest.mark.rule("P8.loss-float", "P8.scaled-backward")
+@pytest.mark.parametrize("scaler", SCALERS)
+def test_step_matches_a_manual_step(amp, scaler):
     model, oracle, batch = make_model(), make_model(), make_batch()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    got = call(amp.train_step, model, batch, F.mse_loss, optimizer)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler_of(SCALERS[scaler]))
     want_loss, _ = manual_step(oracle, batch, lr=0.1)
-    check_true(isinstance(got, dict) and set(got) == {"loss", "grad_norm", "skipped"}, f"{STEP}(fp32)", got,
+    what = f"{STEP}(fp32, {scaler})"
+    check_true(isinstance(got, dict) and set(got) == {"loss", "grad_norm", "skipped"}, what, got,
                "a dict with keys 'loss', 'grad_norm', 'skipped'", STEP)
-    check_true(type(got["loss"]) is float and abs(got["loss"] - want_loss) <= 1e-6 * abs(want_loss), f"{STEP}(fp32)",
-               got["loss"], f"the float loss {want_loss} (loss_fn(model(x), y) before the update)", STEP)
-    check_true(got["grad_norm"] is None and got["skipped"] is False, f"{STEP}(fp32)", got,
-               "grad_norm None (no max_grad_norm) and skipped False", STEP)
-    check_true(max_diff(model, oracle) < 1e-6, f"{STEP}(fp32) with SGD(lr=0.1)", f"max |difference| {max_diff(model, oracle):.3g}",
-               "the parameters of one SGD step on the same loss", STEP)
+    check_true(type(got["loss"]) is float and abs(got["loss"] - want_loss) <= 1e-6 * abs(want_loss), what,
+               got["loss"], f"the float loss {want_loss} (loss_fn(model(x), y) before the update, unscaled)", STEP)
+    check_true(max_diff(model, oracle) < 1e-6, f"{what} with SGD(lr=0.1)", f"max |difference| {max_diff(model, oracle):.3g}",
+               "the parameters of one SGD step on the gradients of that loss (a scaler scales the loss for "
+               "backward once, and scaler.step unscales the gradients)", STEP)
+
+
+@pytest.mark.rule("P8.grads-none")
+@pytest.mark.parametrize("scaler", SCALERS)
+def test_gradients_are_none_afterwards(amp, scaler):
+    model = make_model()
+    call(amp.train_step, model, make_batch(), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1),
+         scaler=scaler_of(SCALERS[scaler]))
     grads = [p.grad for p in model.parameters()]
-    check_true(all(g is None for g in grads), f"{STEP}(fp32)", [None if g is None else "a tensor" for g in grads],
+    check_true(all(g is None for g in grads), f"{STEP}(fp32, {scaler})", [None if g is None else "a tensor" for g in grads],
                "every .grad None afterwards: optimizer.zero_grad(set_to_none=True)", STEP)
 
 
+def norm_hint(got: float, want: float, scale: float, max_grad_norm: float, moved: float, want_moved: float) -> str:
+    """The mistake a wrong grad_norm shows, named by how it relates to torch's norm and to the step made."""
+    if math.isclose(got, want * scale, rel_tol=1e-3):
+        if moved < want_moved / 16:  # clipped while `scale` times too large, then unscaled: a step `scale` times too small
+            return (f"grad_norm is exactly the scale ({scale:g}) times torch's and the step that much too small: "
+                    "clip_grad_norm_ ran on the scaled gradients; call scaler.unscale_(optimizer) before it")
+        return (f"grad_norm is exactly the scale ({scale:g}) times torch's, yet the step is not that much too small "
+                "(clipping ran after unscale_): the gradients were scaled twice (scaler.scale applied to a loss that "
+                "was already scaled); backward through scaler.scale(loss) once")
+    if math.isclose(got, min(want, max_grad_norm), rel_tol=1e-4):
+        return "grad_norm is the norm after clipping: report the value clip_grad_norm_ returns, before clipping"
+    return ""
+
+
+@pytest.mark.rule("P8.grad-norm", "P8.scaled-backward")
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 1000), max_grad_norm=st.floats(0.01, 10.0))
-def test_grad_norm_is_measured_on_unscaled_grads_before_clipping(amp, seed, max_grad_norm):
+@given(seed=st.integers(0, 1000), max_grad_norm=st.floats(0.01, 10.0), scaled=st.booleans())
+def test_grad_norm_is_measured_on_unscaled_grads_before_clipping(amp, seed, max_grad_norm, scaled):
     model, oracle, batch = make_model(seed), make_model(seed), make_batch(seed + 1)
+    start = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
-    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler, max_grad_norm=max_grad_norm)
+    scale = 2.0**16 if scaled else None
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler_of(scale), max_grad_norm=max_grad_norm)
     _, want_norm = manual_step(oracle, batch, lr=0.1, max_grad_norm=max_grad_norm)
-    what = f"{STEP}(..., scaler=GradScaler('cpu'), max_grad_norm={max_grad_norm})"
-    check_true(type(got["grad_norm"]) is float and abs(got["grad_norm"] - want_norm) <= 1e-4 * want_norm, what,
-               got["grad_norm"], f"{want_norm} (torch's clip_grad_norm_ before clipping, on unscaled gradients)", STEP,
-               "call scaler.unscale_(optimizer) before clip_grad_norm_, and report the norm it returns")
-    check_true(max_diff(model, oracle) < 1e-5, what, f"parameters off by {max_diff(model, oracle):.3g}",
-               "the parameters of an SGD step with the clipped, unscaled gradients", STEP)
-    check_true(got["skipped"] is False, what, got, "skipped False: the gradients are finite", STEP)
+    what = f"{STEP}(..., scaler={'GradScaler(cpu, init_scale=2**16)' if scaled else None}, max_grad_norm={max_grad_norm})"
+    norm = got["grad_norm"]
+    ok = type(norm) is float and abs(norm - want_norm) <= 1e-4 * want_norm
+    check_true(ok, what, norm, f"{want_norm} (torch's clip_grad_norm_ before clipping, on unscaled gradients)", STEP,
+               hint="" if ok or type(norm) is not float else norm_hint(
+                   norm, want_norm, scale or 1.0, max_grad_norm, max_diff(model, start), max_diff(oracle, start)))
 
 
+@pytest.mark.rule("P8.grad-norm")
+def test_grad_norm_is_none_without_max_grad_norm(amp):
+    model = make_model()
+    got = call(amp.train_step, model, make_batch(), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    check_true(got["grad_norm"] is None, f"{STEP}(..., max_grad_norm=None)", got["grad_norm"],
+               "None: without max_grad_norm nothing is clipped or measured", STEP)
+
+
+@pytest.mark.rule("P8.unscale-before-clip")
+@pytest.mark.parametrize("scaler", SCALERS)
+def test_the_step_uses_the_clipped_true_gradients(amp, scaler):
+    model, oracle, batch = make_model(3), make_model(3), make_batch(4)
+    probe = make_model(3)
+    F.mse_loss(probe(batch[0]), batch[1]).backward()
+    max_grad_norm = 0.5 * float(torch.nn.utils.clip_grad_norm_(probe.parameters(), math.inf))
+    call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1),
+         scaler=scaler_of(SCALERS[scaler]), max_grad_norm=max_grad_norm)
+    manual_step(oracle, batch, lr=0.1, max_grad_norm=max_grad_norm)
+    check_true(max_diff(model, oracle) < 1e-6, f"{STEP}(..., {scaler}, max_grad_norm={max_grad_norm:.4g}: half the norm)",
+               f"parameters off by {max_diff(model, oracle):.3g}",
+               "the parameters of an SGD step with the true gradients clipped to that norm", STEP,
+               "with a scaler, scaler.unscale_(optimizer) first, then clip_grad_norm_ over the optimizer's parameters")
+
+
+@pytest.mark.rule("P8.scaler-step-update")
 def test_inf_gradient_skips_the_step_and_halves_the_scale(amp):
     model, batch = make_model(), make_batch()
     before = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
-    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
+    call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
     handle.remove()
     what = f"{STEP}(...) with an inf gradient and GradScaler('cpu', init_scale=1024)"
-    check_true(got["skipped"] is True, what, got, "skipped True", STEP)
     check_true(max_diff(model, before) == 0, what, "changed parameters", "the parameters unchanged", STEP)
     check_equal(scaler.get_scale, expected=512.0, why="scaler.update() after a skipped step halves the scale")
-    check_true(all(p.grad is None for p in model.parameters()), what, "gradients left", "every .grad None", STEP)
+    call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
+    check_true(max_diff(model, before) > 0, f"{what}, then a normal step", "unchanged parameters",
+               "the parameters updated", STEP)
+
+
+@pytest.mark.rule("P8.skipped")
+def test_skipped_says_whether_the_scaler_stepped(amp):
+    model, batch = make_model(), make_batch()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+    handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
-    check_true(got["skipped"] is False and max_diff(model, before) > 0, f"{what}, then a normal step", got,
-               "skipped False and the parameters updated", STEP)
+    handle.remove()
+    what = "GradScaler('cpu', init_scale=1024, growth_interval=1)"
+    check_true(got["skipped"] is True, f"{STEP}(...) with an inf gradient and {what}", got, "skipped True", STEP)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
+    check_true(got["skipped"] is False, f"{STEP}(...) with finite gradients and {what} (the scale grows)", got,
+               "skipped False: the optimizer stepped, although update() changed the scale", STEP)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer)
+    check_true(got["skipped"] is False, f"{STEP}(...) without a scaler", got, "skipped False", STEP)
 
 
+@pytest.mark.rule("P8.autocast")
 @pytest.mark.parametrize("precision, dtype", [("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)])
 def test_autocast_dtype_follows_precision(amp, precision, dtype):
     model, batch = make_model(), make_batch()
@@ -121,19 +194,64 @@ def test_autocast_dtype_follows_precision(amp, precision, dtype):
     what = f"{STEP}(..., precision={precision!r}) on CPU tensors"
     check_true(seen == [dtype, dtype], what, f"Linear outputs {seen}", f"Linear outputs in {dtype}: "
                "torch.autocast on the batch's device type (here 'cpu') with that dtype, none for fp32", STEP)
-    dtypes = {p.dtype for p in model.parameters()}
-    check_true(dtypes == {torch.float32}, what, f"parameter dtypes {dtypes}", "float32 parameters", STEP)
     want, _ = manual_step(make_model(), batch, lr=0.01)
     check_true(type(got["loss"]) is float and abs(got["loss"] - want) < 2e-2 * want, what, got["loss"],
                f"close to the fp32 loss {want} (16-bit matmuls round to 8 or 11 significant bits)", STEP)
 
 
-@pytest.mark.parametrize("kwargs", [dict(precision="fp16"), dict(precision="fp8")],
-                         ids=["fp16-without-scaler", "unknown-precision"])
-def test_bad_arguments_raise(amp, kwargs):
+@pytest.mark.rule("P8.loss-in-autocast")
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_loss_is_computed_under_autocast(amp, precision):
+    model, (x, y) = make_model(), make_batch()
+    scaler = torch.amp.GradScaler("cpu") if precision == "fp16" else None
+
+    def dot_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("ij,ij->", prediction, target) / target.numel()  # a matmul: autocast casts both inputs
+
+    got = call(amp.train_step, model, (x, y), dot_loss, torch.optim.SGD(model.parameters(), lr=0.01), scaler=scaler,
+               precision=precision)
+    want = dot_loss(make_model()(x), y).item()
+    check_true(abs(got["loss"] - want) < 2e-2 * abs(want) + 1e-3, f"{STEP}(..., loss_fn=einsum loss, precision={precision!r})",
+               got["loss"], f"close to {want}: the loss computed inside autocast (outside it, einsum gets a 16-bit "
+               "prediction and a float32 target)", STEP)
+
+
+@pytest.mark.rule("P8.params-float32")
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_parameters_stay_float32(amp, precision):
     model = make_model()
+    scaler = torch.amp.GradScaler("cpu") if precision == "fp16" else None
+    call(amp.train_step, model, make_batch(), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.01), scaler=scaler,
+         precision=precision)
+    dtypes = {p.dtype for p in model.parameters()}
+    check_true(dtypes == {torch.float32}, f"{STEP}(..., precision={precision!r})", f"parameter dtypes {dtypes}",
+               "float32 parameters: autocast computes in 16 bits, the model is never cast", STEP)
+
+
+def check_refused(amp, **kwargs) -> None:
+    model = make_model()
+    before = copy.deepcopy(model)
     check_raises(ValueError, amp.train_step, model, make_batch(), F.mse_loss,
                  torch.optim.SGD(model.parameters(), lr=0.1), **kwargs)
+    check_true(max_diff(model, before) == 0, describe_call(amp.train_step, (), kwargs), "changed parameters",
+               "the parameters untouched: the arguments are checked before the step", STEP)
+
+
+@pytest.mark.rule("P8.unknown-precision")
+@pytest.mark.parametrize("precision", ["fp8", "float32"])
+def test_unknown_precision_raises(amp, precision):
+    check_refused(amp, precision=precision)
+
+
+@pytest.mark.rule("P8.fp16-needs-scaler")
+def test_fp16_without_a_scaler_raises(amp):
+    check_refused(amp, precision="fp16")
+
+
+@pytest.mark.rule("P8.max-grad-norm-positive")
+@pytest.mark.parametrize("max_grad_norm", [0.0, -1.0])
+def test_max_grad_norm_not_positive_raises(amp, max_grad_norm):
+    check_refused(amp, max_grad_norm=max_grad_norm)
 
 
 def make_blocks(depth: int, width: int, seed: int) -> torch.nn.ModuleList:
@@ -142,6 +260,7 @@ def make_blocks(depth: int, width: int, seed: int) -> torch.nn.ModuleList:
                                                    torch.nn.Linear(2 * width, width)) for _ in range(depth))
 
 
+@pytest.mark.rule("P8.checkpoint-values")
 @settings(max_examples=10, deadline=None)
 @given(depth=st.integers(1, 4), width=st.integers(2, 16), input_grad=st.booleans(), seed=st.integers(0, 100))
 def test_checkpointed_gives_the_same_values_and_gradients(amp, depth, width, input_grad, seed):
@@ -180,6 +299,7 @@ def saved_bytes(fn, blocks: torch.nn.Module, x: torch.Tensor) -> int:
     return sum(kept.values())
 
 
+@pytest.mark.rule("P8.checkpoint-each-block")
 def test_checkpointed_saves_fewer_activations(amp):
     blocks, x = make_blocks(depth=6, width=64, seed=0), torch.randn(256, 64)
     on = saved_bytes(lambda b, v: call(amp.checkpointed, b, v), blocks, x)
@@ -194,6 +314,7 @@ def test_checkpointed_saves_fewer_activations(amp):
                f"at most {bound} (about one block input per block) instead of {off}: checkpoint every block", CKPT)
 
 
+@pytest.mark.rule("P8.train-losses")
 def test_train_returns_the_per_step_losses(amp):
     model, oracle = make_model(), make_model()
     batches = [make_batch(seed) for seed in range(4)]
@@ -203,8 +324,26 @@ def test_train_returns_the_per_step_losses(amp):
     check_true(isinstance(got, list) and len(got) == 4 and all(type(v) is float for v in got)
                and all(abs(g - w) <= 1e-5 * w for g, w in zip(got, want)), f"{TRAIN}(..., steps=4.0)", got,
                f"the losses of 4 steps, {want}", TRAIN)
+    seen, handles = record_linear_dtypes(model)
+    scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
+    call(amp.train, model, lambda: batches[0], F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.05), 2,
+         precision="fp16", scaler=scaler)
+    for handle in handles:
+        handle.remove()
+    check_true(seen == [torch.float16] * 4, f"{TRAIN}(..., steps=2, precision='fp16', scaler=GradScaler('cpu'))",
+               f"Linear outputs {seen}", "Linear outputs in torch.float16 on both steps: train passes precision, "
+               "scaler and max_grad_norm on to train_step", TRAIN)
 
 
+@pytest.mark.rule("P8.train-steps-count")
+@pytest.mark.parametrize("steps", [-1, 2.5])
+def test_train_refuses_a_bad_step_count(amp, steps):
+    model = make_model()
+    check_raises(ValueError, amp.train, model, lambda: make_batch(), F.mse_loss,
+                 torch.optim.SGD(model.parameters(), lr=0.05), steps, why="steps is a count: a whole number >= 0")
+
+
+@pytest.mark.rule("P8.checkpoint-each-block")
 @pytest.mark.gpu
 def test_checkpointed_lowers_peak_cuda_memory(amp):
     blocks = make_blocks(depth=16, width=512, seed=0).cuda()
@@ -224,6 +363,7 @@ def test_checkpointed_lowers_peak_cuda_memory(amp):
                f"well under the {plain >> 20} MiB of enabled=False", CKPT)
 
 
+@pytest.mark.rule("P8.bf16-faster")
 @pytest.mark.gpu
 def test_bf16_is_faster_than_fp32_on_cuda(amp):
     def seconds(precision: str) -> float:

@@ -29,27 +29,31 @@ CKPT = "amp.checkpointed"
 TRAIN = "amp.train"
 
 
+@pytest.mark.rule("P8.loss-float", "P8.scaled-backward")
 # --- train_step -----------------------------------------------------------------------------------
 
 @pytest.mark.points(1)
 @settings(max_examples=15)
-@given(setup=setups(), lr=st.floats(1e-3, 1.0))
-def test_fp32_step_matches_a_manual_step(sub, setup, lr):
-    """An fp32 train_step returns the loss and makes the SGD update a manual step makes"""
+@given(setup=setups(), lr=st.floats(1e-3, 1.0), scaler=scalers())
+def test_fp32_step_matches_a_manual_step(sub, setup, lr, scaler):
+    """An fp32 train_step (with or without a GradScaler) returns the unscaled loss and makes the SGD update a manual step makes"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
-    trainer, results, scales = drive.run_steps(sub, state, x, y, lr=lr)
-    call = drive.describe("fp32", None, None, f" with SGD(lr={lr:.4g}), width {width}, batch {n}")
+    trainer, results, scales = drive.run_steps(sub, state, x, y, scaler=scaler, lr=lr)
+    call = drive.describe("fp32", scaler, None, f" with SGD(lr={lr:.4g}), width {width}, batch {n}")
     result = drive.check_result(results[0], call)
     want_loss, _, want_params = oracle_step(state, x, y, lr=lr)
     assert close(result["loss"], want_loss), (
-        f"{call} returned loss {result['loss']!r}, expected {want_loss!r} (loss_fn(model(x), y) before the update)")
+        f"{call} returned loss {result['loss']!r}, expected {want_loss!r} (loss_fn(model(x), y) before the update, "
+        "unscaled)")
     assert result["grad_norm"] is None and result["skipped"] is False, (
-        f"{call} returned {result}, expected grad_norm None (no max_grad_norm) and skipped False (no scaler)")
+        f"{call} returned {result}, expected grad_norm None (no max_grad_norm) and skipped False (finite gradients)")
     diff = max_param_diff(trainer.parameters(), want_params)
-    assert diff <= ATOL_PARAMS, f"{call}: parameters off by {diff:.3g} from one SGD step on the gradients of that loss"
+    assert diff <= ATOL_PARAMS, (f"{call}: parameters off by {diff:.3g} from one SGD step on the gradients of that loss"
+                                 + (" (backward through scaler.scale(loss), once; scaler.step unscales)" if scaler else ""))
 
 
+@pytest.mark.rule("P8.grads-none", "P8.params-float32")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(setup=setups(), precision=st.sampled_from(["fp32", "bf16", "fp16"]), scaler=scalers(),
@@ -79,6 +83,23 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
         f"after {call} the parameters are exactly as they started: the optimizer never stepped")
 
 
+def norm_mistake(got: object, want: float, scale: float, max_grad_norm: float, moved: float, want_moved: float) -> str:
+    """": " and the mistake a wrong grad_norm shows, from how it relates to torch's norm and to the step made ("" if none)."""
+    if not isinstance(got, float):
+        return ""
+    if close(got, want * scale, 1e-3) and scale != 1:
+        if moved < want_moved / 16:  # clipped while `scale` times too large, then unscaled: a step that much too small
+            return (f"; it is the scale ({scale:g}) times that, and the step that much too small: clip_grad_norm_ ran "
+                    "on the scaled gradients (call scaler.unscale_(optimizer) before it)")
+        return (f"; it is the scale ({scale:g}) times that, yet the step is not that much too small (clipping ran after "
+                "unscale_): the gradients were scaled twice (scaler.scale applied to a loss already scaled); backward "
+                "through scaler.scale(loss) once")
+    if close(got, min(want, max_grad_norm), 1e-4) and want > max_grad_norm:
+        return "; it is the norm after clipping: report the value clip_grad_norm_ returns"
+    return ""
+
+
+@pytest.mark.rule("P8.grad-norm", "P8.scaled-backward")
 @pytest.mark.points(1)
 @settings(max_examples=20)
 @given(setup=setups(), precision=st.sampled_from(["fp32", "bf16"]), scaler=scalers(),
@@ -91,12 +112,17 @@ def test_grad_norm_is_the_unscaled_norm_before_clipping(sub, setup, precision, s
     call = drive.describe(precision, scaler, max_grad_norm)
     result = drive.check_result(results[0], call)
     want = oracle_norm(state, x, y, precision)
-    assert result["grad_norm"] is not None and close(result["grad_norm"], want, 1e-4 if precision == "fp32" else RTOL_16), (
-        f"{call} returned grad_norm {result['grad_norm']!r}, expected {want!r}: the norm "
-        "torch.nn.utils.clip_grad_norm_ returns (before clipping), after scaler.unscale_(optimizer)")
+    got = result["grad_norm"]
+    if not (isinstance(got, float) and close(got, want, 1e-4 if precision == "fp32" else RTOL_16)):
+        _, _, want_params = oracle_step(state, x, y, precision, max_grad_norm)
+        mistake = norm_mistake(got, want, scaler["init_scale"] if scaler else 1.0, max_grad_norm,
+                               max_param_diff(trainer.parameters(), state), max_param_diff(want_params, state))
+        raise AssertionError(f"{call} returned grad_norm {got!r}, expected {want!r}: the total norm "
+                             f"torch.nn.utils.clip_grad_norm_ returns before clipping, on the true gradients{mistake}")
     assert result["skipped"] is False, f"{call} returned skipped True, expected False: every gradient is finite"
 
 
+@pytest.mark.rule("P8.unscale-before-clip")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(setup=setups(), scaler=scalers(), fraction=st.floats(0.05, 0.9), lr=st.floats(0.01, 1.0))
@@ -115,6 +141,7 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
         f"{max_grad_norm:.4g}: unscale_ the gradients, clip them, then step")
 
 
+@pytest.mark.rule("P8.skipped", "P8.scaler-step-update")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(setup=setups(), poison=st.sampled_from(["inf", "nan"]), k=st.integers(1, 24),
@@ -165,6 +192,7 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
         f"to {want_scale!r} (skipped means the optimizer did not step, not that the scale changed)")
 
 
+@pytest.mark.rule("P8.autocast", "P8.loss-in-autocast")
 @pytest.mark.points(1)
 @settings(max_examples=12)
 @given(setup=setups(), precision=st.sampled_from(["fp32", "bf16", "fp16"]))
@@ -200,6 +228,7 @@ def test_autocast_follows_precision_and_batch_device(sub, setup, precision):
     assert close(got, want, rtol), f"{call} returned loss {got!r}, expected {want!r} ({how})"
 
 
+@pytest.mark.rule("P8.unknown-precision", "P8.fp16-needs-scaler", "P8.max-grad-norm-positive")
 @pytest.mark.points(1)
 @settings(max_examples=3)
 @given(seed=st.integers(0, 10**6), width=st.integers(4, 16), n=st.integers(2, 8))
@@ -221,6 +250,7 @@ def test_bad_arguments_raise_value_error(sub, seed, width, n):
         assert diff == 0, f"{call} changed the parameters before raising, expected them untouched"
 
 
+@pytest.mark.rule("P8.checkpoint-values")
 # --- checkpointed ---------------------------------------------------------------------------------
 
 @pytest.mark.points(1)
@@ -256,6 +286,7 @@ def test_checkpointed_values_and_gradients(sub, depth, width, n, input_grad, dro
             f"{call}, then backward: x's gradient differs from the plain forward's")
 
 
+@pytest.mark.rule("P8.checkpoint-each-block")
 @pytest.mark.points(1)
 def test_checkpointed_keeps_only_block_inputs(sub):
     """checkpointed keeps about one block input per block for backward; enabled=False keeps everything"""
@@ -291,6 +322,7 @@ def test_checkpointed_keeps_only_block_inputs(sub):
         f"forward's {plain}: enabled=False runs the blocks without checkpointing")
 
 
+@pytest.mark.rule("P8.train-losses", "P8.train-steps-count")
 @pytest.mark.points(1)
 def test_train_runs_train_step_per_batch(sub):
     """train calls get_batch once per step and returns the per-step losses of train_step, in the precision it is given"""
@@ -334,6 +366,7 @@ def test_train_runs_train_step_per_batch(sub):
         f"{call}: the parameters are {diff:.3g} away from 3 bf16 steps, which move them by up to {moved:.3g}")
 
 
+@pytest.mark.rule("P8.checkpoint-each-block")
 # --- GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.points(1)
@@ -367,6 +400,7 @@ def test_checkpointed_lowers_peak_cuda_memory(sub):
         "checkpointing (recompute each block in backward: torch.utils.checkpoint.checkpoint)")
 
 
+@pytest.mark.rule("P8.bf16-faster")
 @pytest.mark.points(1)
 @pytest.mark.gpu
 def test_bf16_training_is_faster_than_fp32(sub):

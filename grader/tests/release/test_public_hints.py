@@ -1,16 +1,19 @@
 """The public tests' hints name the mistake the submission's behaviour shows, and never another.
 
-Each case is a mistaken P5 SGD or AdaGrad or P7 load_checkpoint: a student-like one from
+Each case is a mistaken P5 SGD or AdaGrad, P7 load_checkpoint or P8 train_step: a student-like one from
 ``fixtures/mistakes/`` (appended to a copy of the reference) or a curated mutant. Its public tests
 must fail, at least one failure must carry a hint naming its own mistake, and no hint may name
 any other known mistake (AdaGrad's hints come from trajectories torch.optim.Adagrad reproduces,
 SGD's from torch.optim.SGD's and from the first steps a mistake fixes, P7's from the run's pieces
-compared after load_checkpoint with what they were at the save).
+compared after load_checkpoint with what they were at the save, P8's from the reported norm beside torch's
+and the step made). A checkpoint that torch.load(weights_only=True) refuses fails every test that loads it
+naming the rule the save broke, and never with torch's advice to load it with weights_only=False.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +30,7 @@ SGD = ("weight_decay ignored", "the first momentum buffer is (1 - momentum) * g"
        "weight decay added after the momentum buffer")
 ADAGRAD = ("eps inside the square root", "initial_accumulator_value ignored", "weight_decay ignored")
 RESUME = ("torch's RNG", "numpy's global RNG", "Python's random", "the model's state_dict()", "the AdamW state")
+NORM = ("ran on the scaled gradients", "scaled twice", "the norm after clipping")
 
 CASES = {  # case: (public test file, -k selection, the mistake's own words, every known mistake's words)
     "p5_optim_sgd_momentum_as_average.py": ("test_p5_optim.py", "sgd_matches_torch", SGD[1], SGD),
@@ -38,6 +42,9 @@ CASES = {  # case: (public test file, -k selection, the mistake's own words, eve
     "p7_checkpoint_python_rng_forgotten.py": ("test_p7_checkpoint.py", "checkpoint", RESUME[2], RESUME),
     "p7_checkpoint_adamw_state_unloaded.py": ("test_p7_checkpoint.py", "checkpoint", RESUME[4], RESUME),
     "p7-numpy-rng-not-restored": ("test_p7_checkpoint.py", "checkpoint", RESUME[1], RESUME),
+    "p8-clip-before-unscale": ("test_p8_amp.py", "grad_norm", NORM[0], NORM),
+    "p8-loss-scaled-twice": ("test_p8_amp.py", "grad_norm", NORM[1], NORM),
+    "p8-grad-norm-after-clipping": ("test_p8_amp.py", "grad_norm", NORM[2], NORM),
 }
 
 
@@ -51,11 +58,16 @@ def submission(case: str, dest: Path) -> Path:
     return package
 
 
+def public_run(impl: Path, test_file: str, selection: str) -> subprocess.CompletedProcess:
+    """The public tests of ``test_file`` selected by ``selection``, run on ``impl``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "pytest", f"tests/{test_file}", "-k", selection, "--impl", str(impl),
+                           "-q", "-p", "no:cacheprovider"], cwd=KIT, env=env, capture_output=True, text=True, timeout=600)
+
+
 def hints(impl: Path, test_file: str, selection: str) -> tuple[int, list[str]]:
     """Run the public tests of ``test_file`` on ``impl``: pytest's exit code and every hint shown."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "-m", "pytest", f"tests/{test_file}", "-k", selection, "--impl", str(impl),
-                          "-q", "-p", "no:cacheprovider"], cwd=KIT, env=env, capture_output=True, text=True, timeout=600)
+    run = public_run(impl, test_file, selection)
     return run.returncode, [line for line in run.stdout.splitlines() if line.startswith("hint:")]
 
 
@@ -69,6 +81,16 @@ def test_each_hint_names_the_mistake_made_and_no_other(case, tmp_path):
 
 
 @pytest.mark.parametrize("test_file, selection", [("test_p5_optim.py", "AdaGrad or adagrad or sgd_matches_torch"),
-                                                  ("test_p7_checkpoint.py", "checkpoint")])
+                                                  ("test_p7_checkpoint.py", "checkpoint"),
+                                                  ("test_p8_amp.py", "grad_norm")])
 def test_the_reference_gets_no_hint(test_file, selection):
     assert hints(KIT / "solutions", test_file, selection) == (0, [])
+
+
+def test_a_checkpoint_that_does_not_load_names_the_rule_the_save_broke(tmp_path):
+    run = public_run(submission("p7-numpy-state-as-array", tmp_path), "test_p7_checkpoint.py", "checkpoint")
+    failed = int(re.search(r"(\d+) failed", run.stdout).group(1))
+    rules = [line for line in run.stdout.splitlines() if line.startswith("rule:")]
+    assert run.returncode == 1 and len(rules) == failed, run.stdout
+    assert all("[P7.loads-safely]" in line for line in rules), rules
+    assert "weights_only=False" not in run.stdout and "set to `False`" not in run.stdout
