@@ -3,7 +3,8 @@
 Columns: a, b, score, a_in_b, b_in_a, lines, baseline, to_review, cluster. How alike honest
 solutions of one handout are depends on the handout, so a pair is judged against its own class: it
 is to review when its score stands ``margin`` above the ``baseline`` (the median score of the class's
-other pairs), reaches the ``threshold`` and at least ``min_lines`` lines match. A prompt to look,
+other pairs, at most ``ceiling``: a class made mostly of copies cannot hide them), reaches the
+``threshold`` and at least ``min_lines`` lines match. A prompt to look,
 never a grade. The pairs to review are grouped into clusters (``clusters``), numbered from 1.
 """
 
@@ -38,19 +39,21 @@ class Criteria:
     threshold: float = 0.5
     min_lines: int = 150
     margin: float = 0.15
+    ceiling: float = 0.8  # the highest baseline: pairs from ceiling + margin up are always to review
     scores: tuple[float, ...] = ()  # every pair's score, sorted
 
     def calibrated(self, pairs: list[Pair]) -> Criteria:
         return replace(self, scores=tuple(sorted(p.score for p in pairs)))
 
     def baseline(self, score: float) -> float:
-        """The median score of the class's pairs but one of this ``score`` (0 when there is no other)."""
+        """The median score of the class's pairs but one of this ``score`` (0 when there is no other), at most
+        ``ceiling``."""
         rest = len(self.scores) - 1
         if rest < 1:
             return 0.0
         gone = bisect_left(self.scores, score)
         at = [self.scores[j if j < gone else j + 1] for j in ((rest - 1) // 2, rest // 2)]
-        return sum(at) / 2
+        return min(sum(at) / 2, self.ceiling)
 
     def flags(self, pair: Pair) -> bool:
         return (pair.score >= self.threshold and pair.lines >= self.min_lines

@@ -149,6 +149,13 @@ def test_honest_work_alike_by_the_handout_is_not_flagged_and_a_disguised_copy_is
     assert len([p for p in pairs if Criteria().flags(p)]) == 6  # a fixed threshold alone flags every pair
 
 
+def test_a_class_made_of_copies_cannot_hide_them_in_its_own_median():
+    identical = [_pair("a", "b", 1.0), _pair("a", "c", 1.0), _pair("b", "c", 0.97)]
+    calibrated = Criteria().calibrated(identical)
+    assert all(map(calibrated.flags, identical)) and calibrated.clusters(identical) == [["a", "b", "c"]]
+    assert not any(map(Criteria(ceiling=1.0).calibrated(identical).flags, identical))  # the ceiling is what flags them
+
+
 def test_five_copies_are_one_cluster_on_one_small_page(tmp_path, capsys):
     term = tmp_path / "class"
     for name in ("c1", "c2", "c3", "c4", "c5"):
