@@ -83,7 +83,7 @@ def _enter(holder: int, holder_pidfd: int) -> None:
     os.close(root)
 
 
-def _worker(request: dict[str, Any], fds: list[int], kit: str) -> NoReturn:
+def _worker(request: dict[str, Any], fds: list[int]) -> NoReturn:
     """In the forked child (root, outside any sandbox): enter the worker's sandbox, fork the worker into it
     (process 1's child there), and end as it ends."""
     status = FAILED
@@ -111,7 +111,7 @@ def _worker(request: dict[str, Any], fds: list[int], kit: str) -> NoReturn:
         if child == 0:
             for fd in (go_w, output_fd, *cgroups):  # its output is on 1 and 2; its cgroup is not its to change
                 os.close(fd)
-            _serve(request, request_fd, response_fd, go_r, kit)
+            _serve(request, request_fd, response_fd, go_r)
         os.close(go_r)
         for fd in (request_fd, response_fd, output_fd):
             os.close(fd)
@@ -131,7 +131,7 @@ def _worker(request: dict[str, Any], fds: list[int], kit: str) -> NoReturn:
     os._exit(status)
 
 
-def _serve(request: dict[str, Any], request_fd: int, response_fd: int, go: int, kit: str) -> NoReturn:
+def _serve(request: dict[str, Any], request_fd: int, response_fd: int, go: int) -> NoReturn:
     """The worker, in its sandbox: confined as a cold one is, then serving until the judge hangs up; it ends
     as a cold worker ends (1 on an error, its traceback its last output)."""
     status = 1
@@ -140,7 +140,6 @@ def _serve(request: dict[str, Any], request_fd: int, response_fd: int, go: int, 
 
         config = WorkerConfig.from_json(request["config"])
         obtained = confine.forked(config, bytes.fromhex(request["filter"]), go)
-        sys.path[:] = [os.path.join(os.getcwd(), "_kit") if entry == kit else entry for entry in sys.path]
         worker.serve(request_fd, response_fd, Path(os.getcwd(), worker.PACKAGE), obtained)
         status = 0
     except BaseException:  # noqa: BLE001
@@ -154,10 +153,6 @@ class Server(forks.Server):
     forks the worker it asks for into its sandbox."""
 
     stopping = "the worker template is stopping"
-
-    def __init__(self, listener: socket.socket, kit: str) -> None:
-        super().__init__(listener)
-        self.kit = kit
 
     def receive(self, client: forks.Client) -> list[tuple[dict[str, Any], list[int]]] | None:
         try:
@@ -178,7 +173,7 @@ class Server(forks.Server):
             client.sock.send(json.dumps(fields).encode())
 
     def child(self, request: dict[str, Any], fds: list[int]) -> NoReturn:
-        _worker(request, fds, self.kit)
+        _worker(request, fds)
 
 
 def main() -> None:
@@ -188,5 +183,5 @@ def main() -> None:
     listener = socket.socket(fileno=int(sys.argv[1]))
     kit = os.path.dirname(os.path.abspath(__file__))
     preload()
-    Server(listener, kit).serve()
+    Server(listener).serve()
     shutil.rmtree(os.path.dirname(kit), ignore_errors=True)

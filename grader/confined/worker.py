@@ -29,6 +29,10 @@ else:  # inside the sandbox, where wire.py, eager.py, dispatch.py and kernels.py
     from kernels import withhold
 
 
+KIT = os.path.dirname(os.path.abspath(__file__))  # where the worker's modules were imported from
+OWN = frozenset(name[:-3] for name in os.listdir(KIT) if name.endswith(".py"))  # the names they are imported by
+
+
 class CallbackFailed(RuntimeError):
     """A judge callback raised (or the judge answered it with something other than a return)."""
 
@@ -73,15 +77,24 @@ class PipeChannel:
         return wire.read_frame(self.requests)
 
 
+def _leave_the_import_path() -> None:
+    """The worker's own modules are no module of the submission's: their folder leaves ``sys.path`` and they
+    leave ``sys.modules`` (the worker keeps the objects it runs), so ``import kernels`` finds nothing."""
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry) != KIT]
+    for name in OWN:
+        sys.modules.pop(name, None)
+
+
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
           withheld_kernels: Sequence[str] = (), withheld_rule: str = "") -> None:
-    """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``eager``), report
-    the isolation (before any student code runs), import the package, report readiness, then answer requests
-    until the judge closes the pipe."""
+    """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``eager``), take the
+    worker's modules off the import path, report the isolation (before any student code runs), import the
+    package, report readiness, then answer requests until the judge closes the pipe."""
     if withheld_kernels:
         count = withhold(list(withheld_kernels), withheld_rule)
         isolation = {**isolation, "withheld kernels": f"{count} aten operators raise ({', '.join(withheld_kernels)})"}
     eager.install()
+    _leave_the_import_path()
     gc.freeze()  # the kit's and torch's objects: the collector walks only what the submission makes
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))
     wire.write_frame(channel.responses, {"$type": "hello", "isolation": isolation})

@@ -1,5 +1,7 @@
 """P5's worker runs without torch's optimizers (grader/judge/drivers/optim_stubs.py, grader/confined/kernels.py):
-what its files and kernels give to code that looks for them, under each confinement that has its own root."""
+what its files and kernels give to code that looks for them, under each confinement that has its own root, and
+that nothing of the kit (its modules, the registrations that withhold the kernels) is there for it to import,
+find or release."""
 
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ from _workers import a_package
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox's containment is Linux's")
 
 LOOK = '''
+import gc
 import pydoc
+import sys
+import weakref
 from pathlib import Path
 
 import torch
@@ -32,6 +37,17 @@ def _raises(function):
     except Exception as exc:  # noqa: BLE001 - what it raised is the answer
         return type(exc).__name__
     return "ran"
+
+
+def _release_every_library():
+    """End every operator registration Python can reach: each library's finalizer, each library the collector
+    finds."""
+    for finalizer, info in list(weakref.finalize._registry.items()):
+        if info.func.__name__ == "_del_library":
+            finalizer()
+    for held in gc.get_objects():
+        if isinstance(held, torch.library.Library):
+            held._destroy()
 
 
 def look():
@@ -51,6 +67,13 @@ def look():
         "foreach": _raises(lambda: torch.ops.aten._foreach_add_.List([p.detach()], [g])),
         "own optimizer": _raises(lambda: type("Mine", (torch.optim.Optimizer,), {})([p], {"lr": 0.1})),
         "plain ops": (p.detach() + 2 * g).tolist(),
+        "kit modules": sorted(name for name, module in sys.modules.items()
+                              if Path(getattr(module, "__file__", None) or "/").parent.name == "_kit"),
+        "kit on the path": [entry for entry in sys.path if Path(entry).name == "_kit"],
+        "import kernels": _raises(lambda: __import__("kernels")),
+        "fused, every library released": _raises(lambda: (_release_every_library(), torch.ops.aten._fused_sgd_(
+            [p.detach()], [g], [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0, nesterov=False,
+            maximize=False, is_first_step=True))),
     }
 '''
 
@@ -89,3 +112,5 @@ def test_the_withholding_worker_reads_and_reaches_only_stubs(tmp_path, confineme
     assert seen["SGD"] == seen["located"] == seen["functional"] == "RuntimeError"
     assert seen["fused"] == seen["foreach"] == "Withheld"
     assert seen["own optimizer"] == "ran" and seen["plain ops"] == [2.0, 2.0, 2.0]
+    assert seen["kit modules"] == seen["kit on the path"] == [] and seen["import kernels"] == "ModuleNotFoundError"
+    assert seen["fused, every library released"] == "Withheld"  # no Python object holds the withholding
