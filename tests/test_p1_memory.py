@@ -61,6 +61,9 @@ def test_tensor_memory_bytes_lecture_examples(memory):
     check_equal(memory.tensor_memory_bytes, (12288 * 4, 12288), torch.bfloat16, expected=1152 * 2**20)
     check_equal(memory.tensor_memory_bytes, (), torch.float64, expected=8, why="() is a scalar: one element")
     check_equal(memory.tensor_memory_bytes, (3, 0, 5), torch.int64, expected=0)
+    check_equal(memory.tensor_memory_bytes, [4, 8], torch.float32, expected=128, why="any sequence of ints: a list too")
+    check_equal(memory.tensor_memory_bytes, torch.Size([4, 8]), torch.float16, expected=64,
+                why="any sequence of ints: a torch.Size too")
 
 
 @pytest.mark.rule("P1.tensor-bytes-no-alloc")
@@ -115,6 +118,8 @@ def pattern_id(value: object) -> str:
     (0x7E00, torch.float16, math.nan), (0xFC01, torch.float16, math.nan), (0x3F80, torch.bfloat16, 1.0),
     (0x7F80, torch.bfloat16, math.inf), (0x3F800000, torch.float32, 1.0), (0x7E, torch.float8_e4m3fn, 448.0),
     (0x7B, torch.float8_e5m2, 57344.0), (0x7C, torch.float8_e5m2, math.inf), (0x7D, torch.float8_e5m2, math.nan),
+    (0xFC, torch.float8_e5m2, -math.inf), (0x7F800000, torch.float32, math.inf), (0xFFC00000, torch.float32, math.nan),
+    (0xC1200000, torch.float32, -10.0),
 ], ids=pattern_id)
 def test_decode_float_examples(memory, bits, dtype, value):
     check_equal(memory.decode_float, bits, dtype, expected=value)
@@ -237,6 +242,7 @@ def test_underflows_to_zero_lecture_example(memory):
     check_equal(memory.underflows_to_zero, 1e-8, torch.bfloat16, expected=False)
     check_equal(memory.underflows_to_zero, 1e-8, torch.float32, expected=False)
     check_equal(memory.underflows_to_zero, -1e-8, torch.float16, expected=True, why="the sign does not matter")
+    check_equal(memory.underflows_to_zero, 3, torch.float8_e4m3fn, expected=False, why="an int is a value too")
 
 
 @pytest.mark.rule("P1.underflow")
@@ -318,10 +324,16 @@ def test_underflows_to_zero_rejects_bad_arguments(memory):
 @pytest.mark.rule("P1.training-bytes")
 @pytest.mark.parametrize("optimizer, dtype, expected", [
     ("adamw", torch.float32, 16), ("adam", torch.float32, 16), ("sgd", torch.float32, 8),
-    ("momentum", torch.float32, 12), ("adagrad", torch.float32, 12), ("adam", torch.bfloat16, 12),
+    ("momentum", torch.float32, 12), ("adagrad", torch.float32, 12), ("rmsprop", torch.float32, 12),
+    ("adam", torch.bfloat16, 12), ("sgd", torch.bfloat16, 4), ("momentum", torch.float16, 8), ("adamw", torch.float64, 24),
 ])
 def test_training_bytes_per_param(memory, optimizer, dtype, expected):
     check_equal(memory.training_bytes_per_param, optimizer, dtype, expected=expected)
+
+
+@pytest.mark.rule("P1.training-bytes")
+def test_training_bytes_per_param_defaults_to_float32(memory):
+    check_equal(memory.training_bytes_per_param, "adamw", expected=16, why="param_dtype defaults to torch.float32")
 
 
 @pytest.mark.rule("P1.training-bytes-refuses")
@@ -336,6 +348,8 @@ def test_max_trainable_params_lecture_example(memory):
     check_equal(memory.max_trainable_params, 8, 80e9, 16, expected=40_000_000_000,
                 why="8 H100s x 80e9 bytes / 16 bytes per AdamW parameter")
     check_equal(memory.max_trainable_params, 3, 10, 7, expected=4, why="the floor of 30 / 7, as an int")
+    check_equal(memory.max_trainable_params, 4.0, 24e9, 12.0, expected=8_000_000_000,
+                why="counts may be whole-number floats")
 
 
 @pytest.mark.rule("P1.max-params")

@@ -103,6 +103,8 @@ def test_is_contiguous_examples(strides):
     check_equal(strides.is_contiguous, (4, 4), (4, 1), expected=True)
     check_equal(strides.is_contiguous, (4, 4), (1, 4), expected=False, why="a transposed matrix")
     check_equal(strides.is_contiguous, (4, 1), (1, 7), expected=True, why="size-1 dims may have any stride")
+    check_equal(strides.is_contiguous, (1, 3), (99, 1), expected=True, why="size-1 dims may have any stride")
+    check_equal(strides.is_contiguous, (2, 1, 3), (3, 5, 1), expected=True, why="size-1 dims may have any stride")
     check_equal(strides.is_contiguous, (2, 2), (4, 2), expected=False, why="every other element: strides must be (2, 1)")
     check_equal(strides.is_contiguous, (2, 3), (4, 1), expected=False, why="a gap after each row")
 

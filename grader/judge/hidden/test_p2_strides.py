@@ -185,6 +185,7 @@ def test_flat_index(sub, layout, data):
 
 @pytest.mark.rule("P2.flat-index-negative")
 @pytest.mark.points(0.25)
+@settings(max_examples=25)
 @given(layout=strided_layouts(min_dims=1).filter(lambda layout: 0 not in layout[0]), data=st.data())
 def test_flat_index_negative_entries(sub, layout, data):
     """flat_index counts negative entries from the end of their dim, as PyTorch indexing does"""
@@ -319,6 +320,7 @@ def cuts_in_range(draw, layout: Layout) -> list[tuple[int, tuple]]:
 
 @pytest.mark.rule("P2.slice-view")
 @pytest.mark.points(0.75)
+@settings(max_examples=25)
 @given(data=st.data(), layout=strided_layouts(min_dims=1))
 def test_slice_view(sub, data, layout):
     """slice_view gives the shape, strides and storage offset of x[..., start:stop:step, ...] (bounds in range)"""
@@ -339,6 +341,7 @@ def test_slice_view_bounds(sub, layout, cuts):
 
 @pytest.mark.rule("P2.slice-empty")
 @pytest.mark.points(0.25)
+@settings(max_examples=25)
 @given(layout=strided_layouts(min_dims=1).filter(lambda layout: 0 not in layout[0]),
        cuts=st.lists(st.tuples(st.integers(-8, 7), st.integers(0, 6), st.integers(0, 6), st.integers(1, 5)),
                      min_size=3, max_size=3))
