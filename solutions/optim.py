@@ -50,9 +50,9 @@ class SGD(torch.optim.Optimizer):
     ``weight_decay``; the arguments here are the defaults for groups that do not.
 
     Raises:
-        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay`` given to the constructor.
-            Only these are checked, as in torch.optim: a value a param group sets itself is used as
-            it is (so the caller gives non-negative ones).
+        ValueError: a negative ``lr``, ``momentum`` or ``weight_decay`` given to the constructor
+            (zero is accepted). Only these are checked, as in torch.optim: a value a param group sets
+            itself is used as it is (so the caller gives non-negative ones). [P5.sgd-raises]
     """
 
     def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
@@ -116,8 +116,8 @@ class AdaGrad(torch.optim.Optimizer):
 
     Raises:
         ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay`` given
-            to the constructor. Only these are checked, as in torch.optim: a value a param group sets
-            itself is used as it is (so the caller gives non-negative ones).
+            to the constructor (zero is accepted). Only these are checked, as in torch.optim: a value a
+            param group sets itself is used as it is (so the caller gives non-negative ones). [P5.adagrad-raises]
     """
 
     def __init__(self, params: Params, lr: float = 1e-2, eps: float = 1e-10, initial_accumulator_value: float = 0.0,

@@ -34,6 +34,7 @@ message an honest student needs. The delegation tripwires (``sub.forbidding``) s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -96,15 +97,40 @@ def kinds_and_hyperparameters():
                      st.tuples(st.just("AdaGrad"), adagrad_hyperparameters()))
 
 
+def kinds_with_decay():
+    """As ``kinds_and_hyperparameters``, with SGD's momentum at least 0.5 and every weight decay at least 0.01:
+    values that move a parameter whose step is not skipped, or whose gradient takes the decay."""
+    return st.one_of(
+        st.tuples(st.just("SGD"), st.fixed_dictionaries({"lr": st.floats(1e-3, 0.3), "momentum": st.floats(0.5, 0.95),
+                                                         "weight_decay": st.floats(0.01, 0.1)})),
+        st.tuples(st.just("AdaGrad"), adagrad_hyperparameters().flatmap(
+            lambda h: st.floats(0.01, 0.1).map(lambda wd: {**h, "weight_decay": wd}))))
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
-def compare(sub, kind: str, scenario: Scenario, what: str) -> drive.Run:
+def compare(sub, kind: str, scenario: Scenario, what: str, hint: Callable[[], str] | None = None) -> drive.Run:
     """Run ``scenario`` on the submission (worker) and on torch.optim (judge); assert the same
     trajectory (a known wrong rule it follows is named by the diagnosis). The submission's run."""
     got = drive.run(WorkerSide(sub, scenario.device), kind, scenario)
     want = drive.run(JudgeSide(device=scenario.device), kind, scenario)
-    drive.assert_same_trajectory(got, want, kind, what)
+    drive.assert_same_trajectory(got, want, kind, what, hint=hint)
     return got
+
+
+def consequence(sub, kind: str, scenario: Scenario) -> Callable[[], str]:
+    """For a test of another rule whose run parts from torch.optim's: where the submission's plain run (the same
+    parameters and hyperparameters, one group, every gradient there) already parts from it, say so, so that the
+    message sends the student to the update rule, not to this test's rule. Run only on a failure."""
+    def hint() -> str:
+        plain = Scenario(shapes=scenario.shapes, hyper=scenario.hyper, steps=scenario.steps, seed=scenario.seed)
+        found = drive.mismatch(drive.run(WorkerSide(sub), kind, plain).params, drive.run(ORACLE, kind, plain).params,
+                               TORCH_NAME[kind])
+        rule = "P5.sgd-matches-torch" if kind == "SGD" else "P5.adagrad-matches-torch"
+        return (f" This follows from another mistake: with one param group and every gradient present, "
+                f"optim.{plain.describe(kind)} already parts from {TORCH_NAME[kind]} ({found}). Fix the update rule "
+                f"first (handout rule [{rule}]); this test checks the rule above it only." if found else "")
+    return hint
 
 
 def with_momentum(kind: str, hyper: dict, at_least: float) -> dict:
@@ -113,7 +139,8 @@ def with_momentum(kind: str, hyper: dict, at_least: float) -> dict:
 
 # --- trajectories ----------------------------------------------------------------------------
 
-@pytest.mark.points(2)
+@pytest.mark.rule("P5.sgd-matches-torch", "P5.weight-decay")
+@pytest.mark.points(1)
 @given(shape_list=shapes(), hyper=sgd_hyperparameters(), seed=st.integers(0, 2**31 - 1))
 @example(shape_list=[(3,), (2, 2)], hyper={"lr": 0.05, "momentum": 1.0, "weight_decay": 1.0}, seed=1)
 @example(shape_list=[(3,), (2, 2)], hyper={"lr": 0.05, "momentum": 0.5, "weight_decay": 1.0}, seed=2)
@@ -123,6 +150,7 @@ def test_sgd_trajectory_matches_torch(sub, shape_list, hyper, seed):
     compare(sub, "SGD", scenario, f"15 steps of optim.{scenario.describe('SGD')}")
 
 
+@pytest.mark.rule("P5.adagrad-matches-torch", "P5.adagrad-initial-sum", "P5.adagrad-eps-outside", "P5.weight-decay")
 @pytest.mark.points(2)
 @given(shape_list=shapes(), hyper=adagrad_hyperparameters(), seed=st.integers(0, 2**31 - 1))
 @example(shape_list=[(3,), (2, 2)], hyper={"lr": 0.1, "eps": 1e-10, "initial_accumulator_value": 0.0,
@@ -133,8 +161,10 @@ def test_adagrad_trajectory_matches_torch(sub, shape_list, hyper, seed):
     compare(sub, "AdaGrad", scenario, f"15 steps of optim.{scenario.describe('AdaGrad')}")
 
 
-def assert_state_matches(got: drive.Run, want: drive.Run, kind: str, key: str, what: str) -> None:
-    """state[p][key] of the submission (read from the worker's optimizer) equals torch.optim's (judge)."""
+def assert_state_matches(got: drive.Run, want: drive.Run, kind: str, key: str, what: str,
+                         hint: Callable[[], str] = lambda: "") -> None:
+    """state[p][key] of the submission (read from the worker's optimizer) equals torch.optim's (judge); ``hint``
+    (called on a mismatch of values) may add where the mismatch comes from."""
     for index, (mine, theirs) in enumerate(zip(drive.state_of(got), drive.state_of(want))):
         value = mine.get(key) if type(mine) is dict else None
         assert isinstance(value, torch.Tensor), (
@@ -143,9 +173,10 @@ def assert_state_matches(got: drive.Run, want: drive.Run, kind: str, key: str, w
         assert value.shape == theirs[key].shape and torch.allclose(value, theirs[key], rtol=drive.RTOL,
                                                                    atol=drive.ATOL), (
             f"{what}: state[p{index}][{key!r}] is {value.flatten()[:3].tolist()}..., "
-            f"{TORCH_NAME[kind]}'s is {theirs[key].flatten()[:3].tolist()}...")
+            f"{TORCH_NAME[kind]}'s is {theirs[key].flatten()[:3].tolist()}...{hint()}")
 
 
+@pytest.mark.rule("P5.sgd-first-buffer", "P5.sgd-buffer-copy")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(momentum=st.floats(0.1, 0.95), lr=st.floats(1e-2, 0.3), steps=st.integers(1, 4), seed=st.integers(0, 2**31 - 1))
@@ -174,6 +205,7 @@ def group_layouts():
     return st.sampled_from(["SGD", "AdaGrad"]).flatmap(layout)
 
 
+@pytest.mark.rule("P5.group-hyperparameters")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(case=group_layouts(), seed=st.integers(0, 2**31 - 1))
@@ -188,7 +220,7 @@ def test_per_group_hyperparameters(sub, case, seed):
         groups.append(group)
     scenario = Scenario(shapes=[(4,), (2, 3), (3,)], hyper=hyper, groups=groups, steps=8, seed=seed)
     what = f"8 steps of optim.{scenario.describe(kind)}"
-    got = compare(sub, kind, scenario, what)
+    got = compare(sub, kind, scenario, what, consequence(sub, kind, scenario))
     for index in groups[frozen % len(partition)]["params"]:
         trace = got.params[index]
         assert torch.equal(trace[-1], trace[0]), (
@@ -199,13 +231,11 @@ def test_per_group_hyperparameters(sub, case, seed):
 @pytest.mark.rule("P5.skip-none-grad")
 @pytest.mark.points(1)
 @settings(max_examples=15)
-@given(case=kinds_and_hyperparameters(), pattern=st.lists(st.sets(st.integers(0, 2)), min_size=8, max_size=8),
+@given(case=kinds_with_decay(), pattern=st.lists(st.sets(st.integers(0, 2)), min_size=8, max_size=8),
        seed=st.integers(0, 2**31 - 1))
 def test_params_without_grad_are_skipped(sub, case, pattern, seed):
     """A parameter whose .grad is None on a step is skipped: unchanged, its state untouched, no error."""
-    kind, hyper = case
-    if kind == "SGD":  # momentum and weight decay would move a parameter that is not skipped properly
-        hyper = {**hyper, "momentum": max(hyper["momentum"], 0.5), "weight_decay": max(hyper["weight_decay"], 0.01)}
+    kind, hyper = case  # momentum and weight decay would move a parameter that is not skipped properly
     no_grad = [sorted(s) for s in pattern]
     scenario = Scenario(shapes=[(3,), (2, 2), (4,)], hyper=hyper, steps=8, seed=seed, no_grad=no_grad)
     what = f"8 steps of optim.{scenario.describe(kind)} with .grad set to None for parameters {no_grad} (per step)"
@@ -215,9 +245,11 @@ def test_params_without_grad_are_skipped(sub, case, pattern, seed):
             trace = got.params[index]
             assert torch.equal(trace[step], trace[step - 1]), (
                 f"{what}: parameter {index} has .grad None on step {step} and changed: skip it")
-    drive.assert_same_trajectory(got, drive.run(ORACLE, kind, scenario), kind, what)
+    drive.assert_same_trajectory(got, drive.run(ORACLE, kind, scenario), kind, what,
+                                 hint=consequence(sub, kind, scenario))
 
 
+@pytest.mark.rule("P5.closure")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(case=kinds_and_hyperparameters(), seed=st.integers(0, 2**31 - 1))
@@ -244,6 +276,7 @@ def test_step_calls_the_closure_and_returns_its_loss(sub, case, seed):
         "step runs under no_grad, so call the closure inside `with torch.enable_grad():`")
 
 
+@pytest.mark.rule("P5.sgd-state-key", "P5.adagrad-sum-key")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(case=kinds_and_hyperparameters(), seed=st.integers(0, 2**31 - 1))
@@ -253,13 +286,46 @@ def test_state_keys_hold_torchs_values(sub, case, seed):
     key = "momentum_buffer" if kind == "SGD" else "sum"
     scenario = Scenario(shapes=[(3,), (2, 2)], hyper=with_momentum(kind, hyper, 0.3), steps=3, seed=seed)
     got, want = drive.run(WorkerSide(sub), kind, scenario), drive.run(ORACLE, kind, scenario)
-    assert_state_matches(got, want, kind, key, f"optim.{scenario.describe(kind)}: after 3 steps")
+    assert_state_matches(got, want, kind, key, f"optim.{scenario.describe(kind)}: after 3 steps",
+                         consequence(sub, kind, scenario))
     if kind == "SGD":  # plain SGD costs no optimizer memory, as torch.optim.SGD
         plain = Scenario(shapes=[(3,), (2, 2)], hyper={**hyper, "momentum": 0.0}, steps=2, seed=seed)
         for index, entry in enumerate(drive.state_of(drive.run(WorkerSide(sub), kind, plain))):
             held = [k for k, v in entry.items() if isinstance(v, torch.Tensor)] if type(entry) is dict else entry
             assert not held, (f"optim.{plain.describe(kind)}: after 2 steps optimizer.state[p{index}] holds "
                               f"{held!r}, expected no tensor (torch.optim.SGD keeps no state at momentum 0)")
+
+
+@pytest.mark.rule("P5.in-place", "P5.grad-untouched")
+@pytest.mark.points(1)
+@settings(max_examples=6)
+@given(case=kinds_with_decay(), seed=st.integers(0, 2**31 - 1))
+def test_updates_in_place_leaving_p_grad_alone(sub, case, seed):
+    """step updates each parameter in its own memory (data_ptr unchanged) and leaves p.grad as the caller set it."""
+    kind, hyper = case
+    shapes_ = [(3,), (2, 2)]
+    objective, side = drive.Objective(shapes_, seed), WorkerSide(sub)
+    params = [side.parameter(v) for v in objective.start]
+    optimizer, together = side.optimizer(kind, params, hyper), side.together(params)
+    memory = [p.call("data_ptr") for p in params]
+    values = objective.start
+    what = f"optim.{Scenario(shapes=shapes_, hyper=hyper, steps=3).describe(kind)}"
+    for step in range(1, 4):
+        _, grads = objective.loss_and_gradients(values)
+        for p, g in zip(params, grads):
+            side.set_grad(p, g)
+        optimizer.call("step")
+        for index, (p, g) in enumerate(zip(params, grads)):
+            assert p.call("data_ptr") == memory[index], (
+                f"{what}: after step {step} parameter {index} lives in other memory (its data_ptr() changed): "
+                "update it in place (p.add_, p.addcdiv_), never p.data = ...")
+            grad = p.get("grad")
+            assert isinstance(grad, torch.Tensor) and torch.equal(grad, g), (
+                f"{what}: after step {step} parameter {index}'s .grad is "
+                f"{grad.flatten()[:3].tolist() if isinstance(grad, torch.Tensor) else grad!r}..., the gradient set "
+                f"before the step was {g.flatten()[:3].tolist()}...: leave p.grad alone (g = p.grad.add(p, alpha=wd) "
+                "makes a new tensor)")
+        values = together.read()
 
 
 # --- state dicts ----------------------------------------------------------------------------------
@@ -286,6 +352,7 @@ def resume(sub, kind: str, first: drive.Run, scenario: Scenario, before: int, af
     drive.assert_same_trajectory(resumed, want, kind, what, first_step=before + 1, hint=hint)
 
 
+@pytest.mark.rule("P5.state-dict-round-trip")
 @pytest.mark.points(1)
 @settings(max_examples=8)
 @given(case=kinds_and_hyperparameters(), before=st.integers(1, 5), after=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
@@ -293,15 +360,19 @@ def test_state_dict_round_trip(sub, case, before, after, seed):
     """state_dict() saved with torch.save, loaded (weights_only=True) into a fresh optimizer, continues identically."""
     kind, hyper = case
     scenario = Scenario(shapes=[(3,), (2, 2)], hyper=with_momentum(kind, hyper, 0.5), seed=seed, steps=before)
-    first = compare(sub, kind, scenario, f"{before} steps of optim.{scenario.describe(kind)}, before saving its state")
+    first = compare(sub, kind, scenario, f"{before} steps of optim.{scenario.describe(kind)}, before saving its state",
+                    consequence(sub, kind, scenario))
     resume(sub, kind, first, scenario, before, after,
            f"optim.{scenario.describe(kind)}: {before} steps, state_dict() through torch.save / "
            f"torch.load(weights_only=True) into a fresh {kind}, {after} more steps")
 
 
+@pytest.mark.rule("P5.loads-torch-state-dict", "P5.adagrad-extra-keys")
 @pytest.mark.points(1)
 @settings(max_examples=8)
 @given(case=kinds_and_hyperparameters(), before=st.integers(1, 5), after=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
+@example(case=("AdaGrad", {"lr": 0.1, "eps": 1e-10, "initial_accumulator_value": 0.0, "weight_decay": 0.0}), before=2,
+         after=2, seed=5)
 def test_loads_torchs_state_dict(sub, case, before, after, seed):
     """A state dict saved from torch.optim.SGD / Adagrad loads into SGD / AdaGrad and continues the same trajectory."""
     kind, hyper = case
@@ -320,6 +391,7 @@ HYPERPARAMETERS = {"SGD": ["lr", "momentum", "weight_decay"],
                    "AdaGrad": ["lr", "eps", "initial_accumulator_value", "weight_decay"]}
 
 
+@pytest.mark.rule("P5.sgd-raises", "P5.adagrad-raises")
 @pytest.mark.points(1)
 @given(case=st.sampled_from([(k, n) for k, names in HYPERPARAMETERS.items() for n in names]),
        value=st.floats(-10.0, -1e-12) | st.sampled_from([-1.0, -1e-10]))
@@ -331,6 +403,7 @@ def test_negative_hyperparameters_raise(sub, case, value):
     sub.call(f"optim.{kind}", [torch.zeros(2)], **zeros)
 
 
+@pytest.mark.rule("P5.sgd-matches-torch", "P5.adagrad-matches-torch")
 @pytest.mark.points(1)
 def test_written_from_scratch_with_torchs_defaults(sub):
     """SGD and AdaGrad subclass torch.optim.Optimizer, keep PyTorch's defaults, and use no torch.optim.SGD/Adagrad or _foreach_."""

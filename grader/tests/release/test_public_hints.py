@@ -87,6 +87,27 @@ def test_the_reference_gets_no_hint(test_file, selection):
     assert hints(KIT / "solutions", test_file, selection) == (0, [])
 
 
+@pytest.mark.parametrize("case", ["p5_optim_sgd_momentum_as_average.py", "p5-sgd-damped-first-momentum"])
+def test_a_momentum_mistake_is_named_first_and_sends_nowhere_else(case, tmp_path):
+    """One wrong momentum line: the first failure quotes the rule it broke, and a failing test of another rule
+    (a state dict continued from torch's) sends the student to the update rule, not to its own rule."""
+    run = public_run(submission(case, tmp_path), "test_p5_optim.py", "not cuda")
+    rules = [line for line in run.stdout.splitlines() if line.startswith("rule:")]
+    assert run.returncode == 1 and "[P5.sgd-first-buffer]" in rules[0], rules
+    own = ("[P5.sgd-first-buffer]", "[P5.sgd-matches-torch]")
+    failures = run.stdout.split("called:   ")[1:]
+    elsewhere = [f for f in failures if not any(rule in f for rule in own)]  # a hint may name the update rule
+    assert not elsewhere, elsewhere
+
+
+def test_an_off_by_one_start_is_named_before_numpys_error(tmp_path):
+    """Starts drawn from 0 .. len - L - 2: numpy's "high <= 0" on L + 1 tokens comes with the rule of valid starts."""
+    run = public_run(submission("p6-last-start-unreachable", tmp_path), "test_p6_data.py", "not 1gib")
+    first = run.stdout.split("called:   ")[1]
+    assert run.returncode == 1 and "[P6.batch-valid-starts]" in first.split("rule:")[1], first
+    assert "high <= 0" not in first or "hint:     every start 0 .. len(tokens) - L - 1 is valid" in first, first
+
+
 def test_a_checkpoint_that_does_not_load_names_the_rule_the_save_broke(tmp_path):
     run = public_run(submission("p7-numpy-state-as-array", tmp_path), "test_p7_checkpoint.py", "checkpoint")
     failed = int(re.search(r"(\d+) failed", run.stdout).group(1))
