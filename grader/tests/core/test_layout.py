@@ -33,7 +33,7 @@ ARROWS: dict[str, set[str]] = {
     # the judge runs as its own process (pytest -p grader.judge.plugin): never imported; a warm block starts
     # the worker template beside its warm judge
     "grading": {"core", "containment.template"},
-    "classroom": {"core", "grading"},
+    "classroom": {"core", "grading", "mistakes"},  # the report explains the known mistakes it counts
     "selfproof": {"core", "mistakes", "grading", "classroom", "containment", "release"},  # the release is part of the proof
     "release": {"core", "mistakes"},  # the leak check refuses the text of the known mistakes
     "core": {"core.wire", "core.backend", "core.record", "core.options", "core.paths", "core.problems",
