@@ -2,8 +2,9 @@
 
 A FLOP here is one floating-point add or multiply, so an (m x k) @ (k x n) product costs
 2*m*k*n FLOPs (each of the m*n outputs is k multiplies and k adds). Counts (sizes, tokens,
-parameters, layers, GPUs, repeats) may be ints or whole-number floats such as 70e9; a count
-that is negative or not a whole number raises ValueError. FLOP counts are returned as ints.
+parameters, layers, GPUs, repeats) may be ints or whole-number floats such as 70e9, and FLOP
+counts are returned as ints [P4.whole-float-counts]; a count that is negative or not a whole
+number raises ValueError [P4.counts].
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def mfu(flops: float, seconds: float, peak_flops_per_second: float) -> float:
 
     Raises:
         ValueError: ``flops`` negative or not finite, or ``seconds`` or ``peak_flops_per_second``
-            not a finite number > 0.
+            not a finite number > 0. [P4.mfu-refuses]
     """
     # BEGIN SOLUTION
     return (_real(flops, "flops", positive=False) / _real(seconds, "seconds", positive=True)
@@ -113,6 +114,7 @@ def training_days(num_params: int | float, num_tokens: int | float, num_gpus: in
     Raises:
         ValueError: ``mfu`` outside (0, 1], ``num_gpus`` below 1 or not whole,
             ``peak_flops_per_gpu`` not a finite number > 0, or a negative or non-whole count.
+            [P4.training-days-refuses]
     """
     # BEGIN SOLUTION
     if isinstance(mfu, bool) or not isinstance(mfu, numbers.Real) or not 0 < mfu <= 1:
@@ -132,12 +134,12 @@ def time_matmul(m: int | float, k: int | float, n: int | float, dtype: torch.dty
     Measured properly: a few warm-up products first (the first call pays for library
     initialization and kernel selection), then ``repeats`` products timed together, and on
     CUDA ``torch.cuda.synchronize`` before starting and before stopping the clock (kernels run
-    asynchronously: without it you time the launches, not the work). ``dtype`` is float16,
-    bfloat16, float32 or float64; ``repeats`` >= 1.
+    asynchronously: without it you time the launches, not the work) [P4.time-matmul-sync].
+    ``dtype`` is float16, bfloat16, float32 or float64; ``repeats`` >= 1.
 
     Raises:
         ValueError: a ``dtype`` other than float16, bfloat16, float32 and float64, ``repeats`` below
-            1, or a negative or non-whole count.
+            1, or a negative or non-whole count. [P4.time-matmul-refuses]
     """
     # BEGIN SOLUTION
     m, k, n, repeats = as_count(m, "m"), as_count(k, "k"), as_count(n, "n"), as_count(repeats, "repeats")

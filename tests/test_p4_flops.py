@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Callable
 
@@ -54,12 +55,14 @@ def reference_seconds(m: int, k: int, n: int, dtype: torch.dtype, device: str, r
 
 # --- FLOP formulas ---------------------------------------------------------------------------
 
+@pytest.mark.rule("P4.matmul-flops")
 def test_matmul_flops_lecture_example(flops):
     B, D, K = 16384, 32768, 8192
     check_equal(flops.matmul_flops, B, D, K, expected=2 * B * D * K,
                 why="every one of the B*K outputs needs D multiplies and D adds")
 
 
+@pytest.mark.rule("P4.matmul-flops")
 @settings(max_examples=30, deadline=None)
 @given(m=st.integers(0, 64), k=st.integers(0, 64), n=st.integers(0, 64))
 def test_matmul_flops_matches_flop_counter(flops, m, k, n):
@@ -67,40 +70,78 @@ def test_matmul_flops_matches_flop_counter(flops, m, k, n):
     check_equal(flops.matmul_flops, m, k, n, expected=counted_matmul_flops(m, k, n))
 
 
+@pytest.mark.rule("P4.whole-float-counts")
 def test_counts_may_be_whole_floats(flops):
-    check_equal(flops.matmul_flops, 2.0, 3.0, 4.0, expected=48, why="counts are returned as ints")
-    check_equal(flops.forward_flops, 15e12, 70e9, expected=2 * 15 * 10**12 * 70 * 10**9)
+    why = "whole-float counts are counts: FLOP counts are returned as ints"
+    check_equal(flops.matmul_flops, 2.0, 3.0, 4.0, expected=48, why=why)
+    for name, factor in (("forward_flops", 2), ("backward_flops", 4), ("training_flops", 6)):
+        check_equal(getattr(flops, name), 15e12, 70e9, expected=factor * 15 * 10**12 * 70 * 10**9, why=why)
+    check_equal(flops.deep_linear_flops, 4.0, 8.0, 2.0, expected={"forward": 1088, "backward": 1664}, why=why)
+    check_close(flops.training_days, 70e9, 15e12, 1024.0, H100_BF16_PEAK, 0.5,
+                expected=6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK * 0.5) / 86400, rtol=1e-9, why="1024.0 GPUs are 1024")
+    seconds = call(flops.time_matmul, 8.0, 8.0, 8.0, torch.float32, "cpu", repeats=2.0)
+    check_true(isinstance(seconds, float) and seconds > 0, "flops.time_matmul(8.0, 8.0, 8.0, torch.float32, 'cpu', "
+               "repeats=2.0)", seconds, "a positive number of seconds", "flops.time_matmul", "8.0 is the count 8")
 
 
-@pytest.mark.parametrize("args", [(-1, 2, 3), (2, 2.5, 3), (2, 3, float("nan"))], ids=repr)
-def test_matmul_flops_rejects_bad_counts(flops, args):
-    check_raises(ValueError, flops.matmul_flops, *args)
+BAD_COUNTS = [-1, 2.5, -0.5, math.nan, math.inf]
 
 
-def test_forward_backward_training_lecture_example(flops):
-    tokens, params = 15 * 10**12, 70 * 10**9
-    check_equal(flops.forward_flops, tokens, params, expected=2 * tokens * params)
-    check_equal(flops.backward_flops, tokens, params, expected=4 * tokens * params)
-    check_equal(flops.training_flops, tokens, params, expected=6 * tokens * params,
-                why="training = forward (2NP) + backward (4NP)")
+@pytest.mark.rule("P4.counts")
+@pytest.mark.parametrize("bad", BAD_COUNTS, ids=repr)
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_matmul_and_deep_linear_flops_reject_bad_counts(flops, bad, position):
+    args = [4, 8, 2]
+    args[position] = bad
+    check_raises(ValueError, flops.matmul_flops, *args, why="a count is a non-negative whole number")
+    check_raises(ValueError, flops.deep_linear_flops, *args, why="a count is a non-negative whole number")
 
 
+@pytest.mark.rule("P4.counts")
+@pytest.mark.parametrize("bad", BAD_COUNTS, ids=repr)
 @pytest.mark.parametrize("name", ["forward_flops", "backward_flops", "training_flops"])
-def test_token_and_param_counts_are_validated(flops, name):
-    check_raises(ValueError, getattr(flops, name), -5, 10)
-    check_raises(ValueError, getattr(flops, name), 5, 1.5)
+def test_token_and_param_counts_are_validated(flops, name, bad):
+    check_raises(ValueError, getattr(flops, name), bad, 10, why="a count is a non-negative whole number")
+    check_raises(ValueError, getattr(flops, name), 5, bad, why="a count is a non-negative whole number")
 
 
-def test_deep_linear_flops_examples(flops):
+TOKENS, PARAMS = 15 * 10**12, 70 * 10**9  # the lecture's: 2NP = 2.1e24, more than a float holds exactly
+
+
+@pytest.mark.rule("P4.forward-flops")
+def test_forward_flops_lecture_example(flops):
+    check_equal(flops.forward_flops, TOKENS, PARAMS, expected=2 * TOKENS * PARAMS, why="2NP, exactly")
+
+
+@pytest.mark.rule("P4.backward-flops")
+def test_backward_flops_lecture_example(flops):
+    check_equal(flops.backward_flops, TOKENS, PARAMS, expected=4 * TOKENS * PARAMS,
+                why="4NP: an input gradient and a weight gradient per weight, exactly")
+
+
+@pytest.mark.rule("P4.training-flops")
+def test_training_flops_lecture_example(flops):
+    check_equal(flops.training_flops, TOKENS, PARAMS, expected=6 * TOKENS * PARAMS,
+                why="training = forward (2NP) + backward (4NP), exactly")
+
+
+@pytest.mark.rule("P4.deep-linear-flops")
+def test_deep_linear_flops_example(flops):
     # B=4, D=8, 2 layers: P = 2*64 + 8 = 136; forward 2*4*136; backward 4*4*136 - 2*4*64.
     check_equal(flops.deep_linear_flops, 4, 8, 2, expected={"forward": 1088, "backward": 1664},
                 why="the first layer's input gradient is never computed")
-    check_equal(flops.deep_linear_flops, 4, 8, 0, expected={"forward": 64, "backward": 64},
+
+
+@pytest.mark.rule("P4.deep-linear-no-hidden-layers")
+@pytest.mark.parametrize("batch, dim", [(4, 8), (1, 1), (3, 5)])
+def test_deep_linear_flops_without_hidden_layers(flops, batch, dim):
+    check_equal(flops.deep_linear_flops, batch, dim, 0, expected={"forward": 2 * batch * dim, "backward": 2 * batch * dim},
                 why="with no hidden layer the head is the first layer: only its weight gradient")
 
 
+@pytest.mark.rule("P4.deep-linear-flops")
 @settings(max_examples=20, deadline=None)
-@given(batch=st.integers(1, 8), dim=st.integers(1, 8), num_layers=st.integers(0, 3))
+@given(batch=st.integers(1, 8), dim=st.integers(1, 8), num_layers=st.integers(1, 3))
 def test_deep_linear_flops_matches_flop_counter(flops, batch, dim, num_layers):
     call(flops.deep_linear_flops, batch, dim, num_layers)  # a stub fails before the FLOP counter's first use
     check_equal(flops.deep_linear_flops, batch, dim, num_layers,
@@ -109,16 +150,26 @@ def test_deep_linear_flops_matches_flop_counter(flops, batch, dim, num_layers):
 
 # --- MFU and training time -------------------------------------------------------------------
 
+@pytest.mark.rule("P4.mfu")
 def test_mfu_example(flops):
     check_close(flops.mfu, 1e12, 2.0, 1e12, expected=0.5, rtol=1e-12)
     check_close(flops.mfu, 4e14, 1.0, H100_BF16_PEAK, expected=4e14 / H100_BF16_PEAK, rtol=1e-12)
+    check_close(flops.mfu, 3e12, 1.0, 1e12, expected=3.0, rtol=1e-12,
+                why="not clipped: an MFU above 1 shows a wrong peak or a broken timing")
+    check_close(flops.mfu, 0.0, 1.0, 1e12, expected=0.0, why="no FLOPs is an MFU of 0 (only negative flops are refused)")
 
 
-@pytest.mark.parametrize("args", [(1e12, 0.0, 1e12), (1e12, -1.0, 1e12), (1e12, 1.0, 0.0), (-1.0, 1.0, 1e12)], ids=repr)
+@pytest.mark.rule("P4.mfu-refuses")
+@pytest.mark.parametrize("args", [(1e12, 0.0, 1e12), (1e12, -1.0, 1e12), (1e12, 1.0, 0.0), (1e12, 1.0, -1e12),
+                                  (-1.0, 1.0, 1e12), (math.inf, 1.0, 1e12), (math.nan, 1.0, 1e12),
+                                  (1e12, math.inf, 1e12), (1e12, math.nan, 1e12), (1e12, 1.0, math.inf),
+                                  (1e12, 1.0, math.nan)], ids=repr)
 def test_mfu_rejects_bad_arguments(flops, args):
-    check_raises(ValueError, flops.mfu, *args)
+    check_raises(ValueError, flops.mfu, *args,
+                 why="flops must be finite and >= 0, seconds and the peak finite and > 0")
 
 
+@pytest.mark.rule("P4.training-days")
 def test_training_days_lecture_example(flops):
     # 70B parameters, 15T tokens, 1024 H100s at MFU 0.5: about 144 days.
     expected = 6 * 70e9 * 15e12 / (1024 * H100_BF16_PEAK * 0.5) / 86400
@@ -126,17 +177,30 @@ def test_training_days_lecture_example(flops):
     check_true(abs(expected - 143.9) < 0.05, "the lecture", expected, "about 143.9 days", "flops.training_days")
 
 
-@pytest.mark.parametrize("bad_mfu", [0.0, -0.5, 1.5])
+@pytest.mark.rule("P4.training-days-refuses")
+@pytest.mark.parametrize("bad_mfu", [0.0, -0.5, 1.5, math.nan])
 def test_training_days_rejects_mfu_outside_0_1(flops, bad_mfu):
     check_raises(ValueError, flops.training_days, 70e9, 15e12, 1024, H100_BF16_PEAK, bad_mfu,
                  why="MFU is a fraction of the peak: 0 < mfu <= 1")
 
 
+@pytest.mark.rule("P4.training-days-refuses")
 def test_training_days_rejects_no_gpus(flops):
     check_raises(ValueError, flops.training_days, 70e9, 15e12, 0, H100_BF16_PEAK, 0.5,
                  why="num_gpus below 1 is refused with ValueError (checked before dividing by it)")
 
 
+@pytest.mark.rule("P4.training-days-refuses")
+@pytest.mark.parametrize("args", [(70e9, 15e12, 2.5, H100_BF16_PEAK), (70e9, 15e12, -2, H100_BF16_PEAK),
+                                  (70e9, 15e12, 1024, 0.0), (70e9, 15e12, 1024, -1e12), (70e9, 15e12, 1024, math.inf),
+                                  (70e9, 15e12, 1024, math.nan), (-1, 15e12, 1024, H100_BF16_PEAK),
+                                  (70e9, 2.5, 1024, H100_BF16_PEAK)], ids=repr)
+def test_training_days_rejects_bad_gpus_peaks_and_counts(flops, args):
+    check_raises(ValueError, flops.training_days, *args, 0.5,
+                 why="num_gpus a whole number >= 1, the peak finite and > 0, counts non-negative whole numbers")
+
+
+@pytest.mark.rule("P4.training-days")
 def test_training_days_accepts_mfu_of_one(flops):
     check_close(flops.training_days, 1e9, 1e9, 1, 6e18 / 86400, 1.0, expected=1.0, rtol=1e-12)
 
@@ -202,6 +266,7 @@ def timing_hint(got: object, one_product: float, call_seconds: float, repeats: i
     return ""
 
 
+@pytest.mark.rule("P4.time-matmul")
 def test_time_matmul_is_the_mean_of_one_product_on_cpu(flops, one_thread):
     size = CPU_SIZE
     calls = timed_calls(flops.time_matmul, size, size, size, torch.float32, "cpu", repeats=CPU_REPEATS)
@@ -214,10 +279,18 @@ def test_time_matmul_is_the_mean_of_one_product_on_cpu(flops, one_thread):
                    "flops.time_matmul", hint=timing_hint(got, one_product, seconds, CPU_REPEATS))
 
 
-def test_time_matmul_rejects_zero_repeats(flops):
-    check_raises(ValueError, flops.time_matmul, 8, 8, 8, torch.float32, "cpu", repeats=0)
+@pytest.mark.rule("P4.time-matmul-refuses")
+@pytest.mark.parametrize("args, repeats", [
+    ((8, 8, 8, torch.float32), 0), ((8, 8, 8, torch.float32), -1), ((8, 8, 8, torch.float32), 2.5),
+    ((-8, 8, 8, torch.float32), 2), ((8, 2.5, 8, torch.float32), 2), ((8, 8, 8, torch.int32), 2),
+    ((8, 8, 8, torch.complex64), 2), ((8, 8, 8, torch.float8_e4m3fn), 2), ((8, 8, 8, torch.bool), 2),
+], ids=repr)
+def test_time_matmul_rejects_bad_arguments(flops, args, repeats):
+    check_raises(ValueError, flops.time_matmul, *args, "cpu", repeats=repeats,
+                 why="dtype float16, bfloat16, float32 or float64; repeats >= 1; counts non-negative whole numbers")
 
 
+@pytest.mark.rule("P4.matmul-mfu")
 def test_matmul_mfu_on_cpu(flops, one_thread):
     size, peak = CPU_SIZE, 1e12
     calls = timed_calls(flops.matmul_mfu, size, size, size, torch.float32, "cpu", peak)
@@ -238,6 +311,7 @@ def gpu_peak() -> float:
         next((key for key in ("H100", "H200", "A100") if key in name), ""), 2.5e15)
 
 
+@pytest.mark.rule("P4.time-matmul-sync")
 @pytest.mark.gpu
 def test_time_matmul_is_synchronized_on_gpu(flops):
     n = 4096
@@ -251,6 +325,7 @@ def test_time_matmul_is_synchronized_on_gpu(flops):
                if isinstance(got, float) and 4 * want <= got <= 25 * want else "")
 
 
+@pytest.mark.rule("P4.matmul-mfu")
 @pytest.mark.gpu
 def test_matmul_mfu_on_gpu_is_at_most_one(flops):
     n, peak = 4096, gpu_peak()

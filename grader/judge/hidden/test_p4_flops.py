@@ -33,8 +33,8 @@ SECONDS_PER_DAY = 86_400
 # --- strategies --------------------------------------------------------------------------------
 
 def counts(max_value: int):
-    """A count as an int, or as the whole float the contract also accepts (exact below 2**53)."""
-    return st.integers(0, max_value).flatmap(lambda n: st.sampled_from([n, float(n)]))
+    """A count as an int (whole floats are tested on their own: test_counts_may_be_whole_floats)."""
+    return st.integers(0, max_value)
 
 
 def bad_counts():
@@ -94,45 +94,116 @@ def gpu_peak() -> float:
 
 # --- FLOP counts -------------------------------------------------------------------------------
 
-@pytest.mark.points(2)
+@pytest.mark.rule("P4.matmul-flops")
+@pytest.mark.points(1.5)
 @given(m=counts(2**20), k=counts(2**20), n=counts(2**20))
 @example(m=16384, k=32768, n=8192)
 def test_matmul_flops_matches_flop_counter(sub, m, k, n):
     """matmul_flops(m, k, n) equals what FlopCounterMode counts for (m x k) @ (k x n), as an int"""
-    want = counted_matmul_flops(int(m), int(k), int(n))
+    want = counted_matmul_flops(m, k, n)
     assert_int(sub.call("flops.matmul_flops", m, k, n), want, f"flops.matmul_flops({m!r}, {k!r}, {n!r})")
 
 
-@pytest.mark.points(1.5)
-@given(tokens=counts(10**15), params=counts(10**12))
-@example(tokens=15e12, params=70e9)
-def test_forward_backward_training_flops(sub, tokens, params):
-    """forward_flops, backward_flops and training_flops are 2NP, 4NP and 6NP, as exact ints"""
-    n, p = int(tokens), int(params)
+@pytest.mark.rule("P4.whole-float-counts")
+@pytest.mark.points(0.5)
+@given(three=st.tuples(counts(2**20), counts(2**20), counts(2**20)), layers=counts(4), big=st.booleans())
+@example(three=(15 * 10**12, 70 * 10**9, 1), layers=2, big=False)  # the lecture: 15e12 tokens, 70e9 parameters
+def test_counts_may_be_whole_floats(sub, three, layers, big):
+    """Every counting function takes whole floats such as 70e9 as counts, and answers FLOP counts as ints"""
+    m, k, n = three
+    as_floats = tuple(map(float, three))
+    assert_int(sub.call("flops.matmul_flops", *as_floats), 2 * m * k * n, f"flops.matmul_flops{as_floats!r}")
+    tokens, params = (m * 10**7, k * 10**5) if big else (m, k)  # up to 1e13 x 1e11: 6NP beyond a float's exact ints
     for name, factor in (("forward_flops", 2), ("backward_flops", 4), ("training_flops", 6)):
-        assert_int(sub.call(f"flops.{name}", tokens, params), factor * n * p, f"flops.{name}({tokens!r}, {params!r})")
+        assert_int(sub.call(f"flops.{name}", float(tokens), float(params)), factor * tokens * params,
+                   f"flops.{name}({float(tokens)!r}, {float(params)!r})")
+    batch, dim = m % 64, k % 64
+    want = counted_deep_linear_flops(batch, dim, layers)
+    got = sub.call("flops.deep_linear_flops", float(batch), float(dim), float(layers))
+    call = f"flops.deep_linear_flops({float(batch)!r}, {float(dim)!r}, {float(layers)!r})"
+    assert isinstance(got, dict) and {"forward", "backward"} <= set(got), (
+        f"{call} returned {got!r}, expected a dict with keys 'forward' and 'backward'")
+    for key in ("forward", "backward"):
+        assert_int(got[key], want[key], f"{call}[{key!r}]")
+    gpus = float(n % 4096 + 1)
+    want_days = 6 * tokens * params / (gpus * H100_BF16_PEAK * 0.5) / SECONDS_PER_DAY
+    assert_close(sub.call("flops.training_days", float(params), float(tokens), gpus, H100_BF16_PEAK, 0.5), want_days,
+                 f"flops.training_days({float(params)!r}, {float(tokens)!r}, {gpus!r}, {H100_BF16_PEAK!r}, 0.5)",
+                 unit=" days")
+    seconds = sub.call("flops.time_matmul", 4.0, 4.0, 4.0, torch.float32, "cpu", repeats=2.0)
+    assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
+        f"flops.time_matmul(4.0, 4.0, 4.0, torch.float32, 'cpu', repeats=2.0) returned {seconds!r}, expected positive "
+        "seconds (4.0 is the count 4)")
 
 
-@pytest.mark.points(1)
+def check_scaling(sub, name: str, factor: int, tokens: int, params: int) -> None:
+    assert_int(sub.call(f"flops.{name}", tokens, params), factor * tokens * params, f"flops.{name}({tokens!r}, {params!r})")
+
+
+@pytest.mark.rule("P4.forward-flops")
+@pytest.mark.points(0.5)
+@given(tokens=counts(10**15), params=counts(10**12))
+@example(tokens=15 * 10**12, params=70 * 10**9)
+def test_forward_flops(sub, tokens, params):
+    """forward_flops is 2NP, as an exact int"""
+    check_scaling(sub, "forward_flops", 2, tokens, params)
+
+
+@pytest.mark.rule("P4.backward-flops")
+@pytest.mark.points(0.5)
+@given(tokens=counts(10**15), params=counts(10**12))
+@example(tokens=15 * 10**12, params=70 * 10**9)
+def test_backward_flops(sub, tokens, params):
+    """backward_flops is 4NP, as an exact int"""
+    check_scaling(sub, "backward_flops", 4, tokens, params)
+
+
+@pytest.mark.rule("P4.training-flops")
+@pytest.mark.points(0.5)
+@given(tokens=counts(10**15), params=counts(10**12))
+@example(tokens=15 * 10**12, params=70 * 10**9)
+def test_training_flops(sub, tokens, params):
+    """training_flops is 6NP (forward plus backward), as an exact int"""
+    check_scaling(sub, "training_flops", 6, tokens, params)
+
+
+@pytest.mark.rule("P4.counts")
+@pytest.mark.points(0.5)
 @given(bad=bad_counts(), position=st.integers(0, 2), valid=st.tuples(counts(2**20), counts(2**20), counts(2**20)))
 def test_bad_counts_raise_value_error(sub, bad, position, valid):
     """A negative, non-whole or infinite count raises ValueError in every counting function"""
     # Error paths count only beside working code: a valid call drawn for each example, not one to memorize.
     m, k, n = valid
-    answers(sub, "flops.matmul_flops", valid, counted_matmul_flops(int(m), int(k), int(n)))
-    answers(sub, "flops.training_flops", (m, k), 6 * int(m) * int(k))
+    answers(sub, "flops.matmul_flops", valid, counted_matmul_flops(m, k, n))
+    answers(sub, "flops.training_flops", (m, k), 6 * m * k)
     three = [4, 5, 6]
     three[position] = bad
     sub.raises(ValueError, "flops.matmul_flops", *three)
     sub.raises(ValueError, "flops.deep_linear_flops", *three)
     for name in ("forward_flops", "backward_flops", "training_flops"):
         sub.raises(ValueError, f"flops.{name}", *(three[:2] if position < 2 else [bad, 7]))
+
+
+@pytest.mark.rule("P4.time-matmul-refuses")
+@pytest.mark.points(0.5)
+@given(bad=bad_counts(), position=st.integers(0, 2),
+       dtype=st.sampled_from([torch.int32, torch.int64, torch.bool, torch.complex64, torch.float8_e4m3fn]))
+def test_time_matmul_rejects_bad_arguments(sub, bad, position, dtype):
+    """time_matmul raises ValueError for a dtype it does not time, repeats below 1, or a bad count"""
+    # Beside working code: a valid call answers a positive number of seconds.
+    seconds = sub.call("flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=2)
+    assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
+        f"flops.time_matmul(4, 4, 4, torch.float32, 'cpu', repeats=2) returned {seconds!r}, expected positive seconds")
+    sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, dtype, "cpu", repeats=2)
     sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=bad)
     sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=0)
+    three = [4, 4, 4]
+    three[position] = bad
+    sub.raises(ValueError, "flops.time_matmul", *three, torch.float32, "cpu", repeats=2)
 
 
 def check_deep_linear_flops(sub, batch, dim, num_layers) -> None:
-    want = counted_deep_linear_flops(int(batch), int(dim), int(num_layers))
+    want = counted_deep_linear_flops(batch, dim, num_layers)
     call = f"flops.deep_linear_flops({batch!r}, {dim!r}, {num_layers!r})"
     got = sub.call("flops.deep_linear_flops", batch, dim, num_layers)
     assert isinstance(got, dict) and {"forward", "backward"} <= set(got), (
@@ -141,8 +212,9 @@ def check_deep_linear_flops(sub, batch, dim, num_layers) -> None:
     assert_int(got["backward"], want["backward"], f"{call}['backward'] (the first layer's input gradient is never computed)")
 
 
+@pytest.mark.rule("P4.deep-linear-flops")
 @pytest.mark.points(1.5)
-@given(batch=counts(64), dim=counts(64), num_layers=counts(4).filter(lambda n: n >= 1))
+@given(batch=counts(64), dim=counts(64), num_layers=st.integers(1, 4))
 @example(batch=4, dim=8, num_layers=2)
 def test_deep_linear_flops_matches_flop_counter(sub, batch, dim, num_layers):
     """deep_linear_flops equals FlopCounterMode's forward and backward counts on the real model"""
@@ -150,6 +222,7 @@ def test_deep_linear_flops_matches_flop_counter(sub, batch, dim, num_layers):
     check_deep_linear_flops(sub, batch, dim, num_layers)
 
 
+@pytest.mark.rule("P4.deep-linear-no-hidden-layers")
 @pytest.mark.points(0.5)
 @given(batch=counts(64), dim=counts(64))
 @example(batch=4, dim=8)
@@ -161,23 +234,41 @@ def test_deep_linear_flops_without_hidden_layers(sub, batch, dim):
 
 # --- MFU and training time ---------------------------------------------------------------------
 
-@pytest.mark.points(1)
+@pytest.mark.rule("P4.mfu")
+@pytest.mark.points(0.5)
 @given(flops=st.floats(1.0, 1e30), seconds=positive_reals(), peak=positive_reals())
 @example(flops=1e12, seconds=2.0, peak=1e12)
 @example(flops=0.0, seconds=1.0, peak=1e12)
+@example(flops=3e12, seconds=1.0, peak=1e12)
 def test_mfu(sub, flops, seconds, peak):
-    """mfu is flops / seconds / peak; seconds or peak <= 0, or negative flops, raise ValueError"""
+    """mfu is flops / seconds / peak, not clipped to 1"""
     call = f"flops.mfu({flops!r}, {seconds!r}, {peak!r})"
     assert_close(sub.call("flops.mfu", flops, seconds, peak), flops / seconds / peak, call)
+
+
+@pytest.mark.rule("P4.mfu-refuses")
+@pytest.mark.points(0.5)
+@given(flops=st.floats(0.0, 1e30), seconds=positive_reals(), peak=positive_reals(),
+       not_finite=st.sampled_from([math.inf, -math.inf, math.nan]))
+def test_mfu_rejects_bad_arguments(sub, flops, seconds, peak, not_finite):
+    """mfu raises ValueError for negative or non-finite flops, and seconds or a peak not finite and > 0"""
+    # Beside working code: the valid call is drawn for each example, not one to memorize.
+    answers(sub, "flops.mfu", (flops, seconds, peak), flops / seconds / peak)
     sub.raises(ValueError, "flops.mfu", flops, 0.0, peak)
     sub.raises(ValueError, "flops.mfu", flops, -seconds, peak)
     sub.raises(ValueError, "flops.mfu", flops, seconds, 0.0)
+    sub.raises(ValueError, "flops.mfu", flops, seconds, -peak)
     sub.raises(ValueError, "flops.mfu", -1.0 - flops, seconds, peak)
+    sub.raises(ValueError, "flops.mfu", not_finite, seconds, peak)
+    sub.raises(ValueError, "flops.mfu", flops, not_finite, peak)
+    sub.raises(ValueError, "flops.mfu", flops, seconds, not_finite)
 
 
+@pytest.mark.rule("P4.training-days")
 @pytest.mark.points(1.5)
 @given(params=counts(10**12), tokens=counts(10**14), gpus=st.integers(1, 4096), peak=positive_reals(), mfu=mfus())
 @example(params=70e9, tokens=15e12, gpus=1024, peak=H100_BF16_PEAK, mfu=0.5)
+@example(params=10**9, tokens=10**9, gpus=1, peak=6e18 / SECONDS_PER_DAY, mfu=1.0)
 def test_training_days(sub, params, tokens, gpus, peak, mfu):
     """training_days is 6NP / (gpus * peak * mfu) in days (the lecture: ~143.9 days for 70B on 15T tokens)"""
     call = f"flops.training_days({params!r}, {tokens!r}, {gpus!r}, {peak!r}, {mfu!r})"
@@ -185,14 +276,20 @@ def test_training_days(sub, params, tokens, gpus, peak, mfu):
     assert_close(sub.call("flops.training_days", params, tokens, gpus, peak, mfu), want, call, unit=" days")
 
 
+@pytest.mark.rule("P4.training-days-refuses")
 @pytest.mark.points(0.5)
 @given(bad=st.one_of(st.sampled_from([0.0, -0.0, -0.5, 1.0 + 2**-52, 1.5, 2.0, math.nan, math.inf]),
                      st.floats(1.0, 100.0, exclude_min=True), st.floats(-100.0, 0.0)),
-       params=counts(10**12), tokens=counts(10**14), gpus=st.integers(1, 4096), peak=positive_reals())
-def test_training_days_rejects_mfu_outside_zero_one(sub, bad, params, tokens, gpus, peak):
-    """training_days raises ValueError for an mfu outside (0, 1], 0 GPUs or a peak not finite and > 0; mfu = 1 is allowed"""
+       params=counts(10**12), tokens=counts(10**14), gpus=st.integers(1, 4096), peak=positive_reals(),
+       bad_count=bad_counts())
+def test_training_days_rejects_mfu_outside_zero_one(sub, bad, params, tokens, gpus, peak, bad_count):
+    """training_days raises ValueError for an mfu outside (0, 1], GPUs below 1 or not whole, a peak not finite and > 0, or a bad count; mfu = 1 is allowed"""
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, H100_BF16_PEAK, bad)
     sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 0, H100_BF16_PEAK, 0.5)
+    sub.raises(ValueError, "flops.training_days", 70e9, 15e12, -gpus, H100_BF16_PEAK, 0.5)
+    sub.raises(ValueError, "flops.training_days", 70e9, 15e12, gpus + 0.5, H100_BF16_PEAK, 0.5)
+    sub.raises(ValueError, "flops.training_days", bad_count, 15e12, 1024, H100_BF16_PEAK, 0.5)
+    sub.raises(ValueError, "flops.training_days", 70e9, bad_count, 1024, H100_BF16_PEAK, 0.5)
     for bad_peak in (0.0, -H100_BF16_PEAK, math.inf, math.nan):
         sub.raises(ValueError, "flops.training_days", 70e9, 15e12, 1024, bad_peak, 0.5)
     # Beside working code: the valid calls are drawn for each example, not ones to memorize.
@@ -311,6 +408,7 @@ def cpu_timings(sub, repeats: int | float) -> Rounds:
                         paused=PAUSED if repeats >= CPU_REPEATS else 0, repeats=repeats)
 
 
+@pytest.mark.rule("P4.time-matmul")
 @pytest.mark.points(1)
 def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
     """time_matmul on the CPU agrees with an independent timing of the same product"""
@@ -325,6 +423,7 @@ def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
     assert_follows_pauses(found, call)
 
 
+@pytest.mark.rule("P4.time-matmul")
 @pytest.mark.points(1)
 def test_time_matmul_is_the_mean_of_one_product(sub):
     """time_matmul returns the time of one product (the mean), whatever repeats is"""
@@ -361,6 +460,7 @@ def implied_seconds(found: Rounds, n: int, peak: float) -> Rounds:
     return dataclasses.replace(found, student=[2 * n**3 / value / peak for value in found.student])
 
 
+@pytest.mark.rule("P4.matmul-mfu")
 @pytest.mark.points(0.5)
 def test_matmul_mfu_on_cpu_agrees_with_an_independent_timing(sub):
     """matmul_mfu on the CPU agrees with 2mkn / (independently measured seconds) / peak"""
@@ -380,6 +480,7 @@ GPU_SIZE, GPU_BAND = 4096, 3.0
 GPU_SHARE = 0.5
 
 
+@pytest.mark.rule("P4.time-matmul-sync")
 @pytest.mark.gpu
 @pytest.mark.points(1)
 def test_time_matmul_on_gpu_agrees_with_cuda_events(sub):
@@ -410,6 +511,7 @@ def assert_did_gpu_work(work: GpuWork, call: str) -> None:
         "a timer must run every product it times (one product timed and the rest waited out is not a timing)")
 
 
+@pytest.mark.rule("P4.matmul-mfu")
 @pytest.mark.gpu
 @pytest.mark.points(1)
 def test_matmul_mfu_on_gpu_is_between_zero_and_one(sub):
