@@ -34,7 +34,8 @@ def save_tokens(tokens: Sequence[int] | np.ndarray | torch.Tensor, path: str | o
     Raises:
         ValueError: before anything is written: no tokens at all, a token that is not an integer (a
             float, even ``2.0``, or a bool), a token that does not fit ``dtype`` (negative for an
-            unsigned dtype, or too large), or a ``dtype`` that is not an integer dtype.
+            unsigned dtype, or too large), or a ``dtype`` that is not an integer dtype. A refused call
+            leaves no file behind, and a file already at ``path`` as it was. [P6.save-validates-first]
     """
     raise NotImplementedError("data.save_tokens is not implemented yet: see handout.md, section 'data.save_tokens'")
 
@@ -45,9 +46,10 @@ def load_tokens(path: str | os.PathLike, dtype: npt.DTypeLike = np.uint16) -> np
     Nothing is read here: pages are read when (and only where) the array is indexed.
 
     Raises:
-        FileNotFoundError: a missing file.
+        FileNotFoundError: a missing file. [P6.load-missing-file]
         ValueError: an empty file, a file whose size is not a multiple of the dtype's size, or a
-            ``dtype`` that is not an integer dtype.
+            ``dtype`` that is not an integer dtype (a float dtype too, though numpy could map it).
+            [P6.load-refuses]
     """
     raise NotImplementedError("data.load_tokens is not implemented yet: see handout.md, section 'data.load_tokens'")
 
@@ -67,7 +69,7 @@ def get_batch(tokens: np.ndarray, batch_size: int, context_length: int, device: 
     ``context_length`` are counts (ints or whole-number floats).
 
     Raises:
-        ValueError: ``batch_size < 1``, ``context_length < 1``, ``len(tokens) < L + 1``, or a
-            negative or non-whole count.
+        ValueError: a ``batch_size`` or ``context_length`` below 1, fewer than L + 1 tokens, or a
+            negative or non-whole count. [P6.batch-refuses]
     """
     raise NotImplementedError("data.get_batch is not implemented yet: see handout.md, section 'data.get_batch'")

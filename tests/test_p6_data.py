@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from _kit import call, check_raises, check_true
+from _kit import call, check_raises, check_true, complain, describe_call, not_implemented, student_frames
 
 SAVE, LOAD, BATCH = "data.save_tokens", "data.load_tokens", "data.get_batch"
 DTYPES = [np.uint16, np.uint32, np.int32, np.int64, np.uint8]
@@ -38,6 +39,7 @@ def token_lists():
     return st.sampled_from(DTYPES).flatmap(for_dtype)
 
 
+@pytest.mark.rule("P6.save-bytes")
 @settings(max_examples=25, deadline=None)
 @given(case=token_lists(), kind=st.sampled_from(["list", "ndarray", "tensor"]))
 def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kind):
@@ -54,6 +56,7 @@ def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kin
                "raw little-endian integers, no header")
 
 
+@pytest.mark.rule("P6.load-memmap")
 def test_round_trip_through_a_read_only_memmap(data, tmp_path):
     tokens = [0, 1, 2, 50256, 65535, 7]
     path = tmp_path / "tokens.bin"
@@ -68,6 +71,7 @@ def test_round_trip_through_a_read_only_memmap(data, tmp_path):
                "False: the memmap is read-only (mode='r')", LOAD)
 
 
+@pytest.mark.rule("P6.load-memmap")
 def test_load_with_another_dtype(data, tmp_path):
     path = tmp_path / "tokens.bin"
     call(data.save_tokens, np.array([70000, 3, 2**31 - 1]), path, dtype=np.int32)
@@ -76,79 +80,161 @@ def test_load_with_another_dtype(data, tmp_path):
                "[70000, 3, 2147483647]", LOAD)
 
 
-@pytest.mark.parametrize("bad", [[1, 2.0, 3], [1, True], [], [-1, 5], [65536], np.array([1.5, 2.0]),
-                                 np.array([True, False]), torch.tensor([1.0, 2.0]), np.array([], dtype=np.int64)],
-                         ids=repr)
-def test_save_tokens_refuses_and_leaves_existing_file(data, tmp_path, bad):
+def check_refused(data, tmp_path, bad, why: str, dtype=np.uint16) -> None:
+    check_raises(ValueError, data.save_tokens, bad, tmp_path / "tokens.bin", dtype=dtype, why=why)
+
+
+@pytest.mark.rule("P6.save-refuses-empty")
+@pytest.mark.parametrize("bad", [[], np.array([], dtype=np.int64), torch.tensor([], dtype=torch.int64)], ids=repr)
+def test_save_tokens_refuses_no_tokens(data, tmp_path, bad):
+    check_refused(data, tmp_path, bad, "a token file of no tokens is refused")
+
+
+@pytest.mark.rule("P6.save-refuses-non-integers")
+@pytest.mark.parametrize("bad", [[1, 2.0, 3], [1, True], np.array([1.5, 2.0]), np.array([2.0, 3.0]),
+                                 np.array([True, False]), torch.tensor([1.0, 2.0]), torch.tensor([True])], ids=repr)
+def test_save_tokens_refuses_tokens_that_are_not_integers(data, tmp_path, bad):
+    check_refused(data, tmp_path, bad, "floats (even 2.0, even a float array of whole numbers) and bools are not tokens")
+
+
+@pytest.mark.rule("P6.save-refuses-out-of-range")
+@pytest.mark.parametrize("bad, dtype", [([-1, 5], np.uint16), ([65536], np.uint16), (np.array([5, -1]), np.uint16),
+                                        (torch.tensor([70000]), np.uint16), (np.array([300]), np.uint8),
+                                        ([2**31], np.int32)], ids=repr)
+def test_save_tokens_refuses_tokens_that_do_not_fit(data, tmp_path, bad, dtype):
+    info = np.iinfo(dtype)
+    check_refused(data, tmp_path, bad, f"{np.dtype(dtype).name} holds {info.min}..{info.max}: check the range "
+                  "before converting (numpy wraps silently)", dtype)
+
+
+def left_in(folder: Path) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in os.listdir(folder)}
+
+
+@pytest.mark.rule("P6.save-validates-first")
+@pytest.mark.parametrize("existing", [None, b"previous contents"], ids=["no file", "a file already there"])
+@pytest.mark.parametrize("bad", [[1, 2, 70000], [1, 2.0], []], ids=repr)
+def test_save_tokens_refusal_leaves_the_folder_as_it_was(data, tmp_path, bad, existing):
     path = tmp_path / "tokens.bin"
-    path.write_bytes(b"previous contents")
-    check_raises(ValueError, data.save_tokens, bad, path,
-                 why="floats (even 2.0), bools, out-of-range tokens (uint16 holds 0..65535) and empty inputs are refused")
-    check_true(path.read_bytes() == b"previous contents" and os.listdir(tmp_path) == ["tokens.bin"],
-               f"{SAVE}({bad!r}, {path.name})", sorted(os.listdir(tmp_path)),
-               "the existing file unchanged and no other file in its directory", SAVE)
+    if existing is not None:
+        path.write_bytes(existing)
+    try:
+        data.save_tokens(bad, path)
+    except NotImplementedError as exc:
+        not_implemented(data.save_tokens, (bad, path), {}, exc)
+    except Exception:  # noqa: BLE001, S110 - which error is the refusal tests' business; here, what is left behind
+        pass
+    left, want = left_in(tmp_path), {} if existing is None else {"tokens.bin": existing}
+    check_true(left == want, f"{SAVE}({bad!r}, {path.name}), a refused call", sorted(left) or "nothing",
+               "nothing in the folder" if existing is None else "only the previous tokens.bin, unchanged", SAVE,
+               "validate before writing anything")
 
 
-def test_save_tokens_refusal_creates_no_file(data, tmp_path):
+@pytest.mark.rule("P6.save-atomic")
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a file-size limit (resource.RLIMIT_FSIZE)")
+def test_save_tokens_is_atomic(data, tmp_path):
+    """A write that fails part-way (here: a file-size limit of 4 KiB, as a full disk) keeps the previous file."""
+    import resource
+    import signal
+
     path = tmp_path / "tokens.bin"
-    check_raises(ValueError, data.save_tokens, [1, 2, 70000], path)
-    check_true(os.listdir(tmp_path) == [], f"{SAVE}([1, 2, 70000], {path.name})", os.listdir(tmp_path),
-               "an empty directory: nothing is written when the tokens are refused", SAVE)
+    path.write_bytes(b"previous tokens")
+    tokens = np.arange(20_000, dtype=np.int64)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-limit write fails with OSError instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    raised = None
+    try:
+        data.save_tokens(tokens, path)
+    except NotImplementedError as exc:
+        raised = exc
+    except Exception as exc:  # noqa: BLE001 - the write error, whatever its type
+        raised = exc
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    if isinstance(raised, NotImplementedError):
+        not_implemented(data.save_tokens, (tokens, path), {}, raised)
+    what = f"{SAVE}(20000 tokens, {path.name}) over an existing file, with the disk full after 4096 bytes"
+    check_true(raised is not None, what, "returned normally", "the write error (OSError: File too large)", SAVE)
+    left = left_in(tmp_path)
+    check_true(left == {"tokens.bin": b"previous tokens"}, what,
+               str({name: f"{len(content)} bytes" for name, content in left.items()}),
+               "only the previous tokens.bin, unchanged (15 bytes)", SAVE,
+               "write to a temporary file in the same folder, os.replace it over path, remove it on error")
 
 
-@pytest.mark.parametrize("content, dtype", [(b"", np.uint16), (b"\x01\x02\x03", np.uint16), (b"\x00" * 6, np.int32)],
-                         ids=["empty", "odd-size-uint16", "6-bytes-int32"])
+@pytest.mark.rule("P6.load-refuses")
+@pytest.mark.parametrize("content, dtype", [(b"", np.uint16), (b"\x01\x02\x03", np.uint16), (b"\x00" * 6, np.int32),
+                                            (b"\x00" * 8, np.float32)],
+                         ids=["empty", "odd-size-uint16", "6-bytes-int32", "float32-dtype"])
 def test_load_tokens_refuses_bad_files(data, tmp_path, content, dtype):
     path = tmp_path / "tokens.bin"
     path.write_bytes(content)
     check_raises(ValueError, data.load_tokens, path, dtype=dtype,
-                 why="an empty file, or a size that is not a whole number of tokens, is not a token file")
+                 why="an empty file, a size that is not a whole number of tokens, or a dtype that is not an "
+                     "integer dtype is not a token file")
+
+
+@pytest.mark.rule("P6.load-missing-file")
+def test_load_tokens_of_a_missing_file(data, tmp_path):
+    check_raises(FileNotFoundError, data.load_tokens, tmp_path / "missing.bin")
 
 
 # --- get_batch ---------------------------------------------------------------------------------
+# The starts come first: where an off-by-one bound breaks every batch, the first failure names the rule of
+# valid starts, not numpy's "high <= 0".
 
-def check_windows(tokens: np.ndarray, x: torch.Tensor, y: torch.Tensor, batch: int, length: int, call_text: str) -> None:
-    check_true(isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor), call_text, (x, y), "two tensors (x, y)", BATCH)
-    for name, t in (("x", x), ("y", y)):
+VALID_STARTS = ("every start 0 .. len(tokens) - L - 1 is valid, the last one included (its y ends at the last "
+                "token): draw from integers(0, len(tokens) - L) / randint(0, len(tokens) - L), whose upper bound "
+                "is exclusive (handout rule [P6.batch-valid-starts])")
+
+
+def sample(data, tokens: np.ndarray, batch: Any, length: Any, *rng: np.random.Generator) -> tuple[Any, Any]:
+    """``get_batch(tokens, batch, length, "cpu", *rng)``, a valid call: an error from it points at the valid starts."""
+    try:
+        return data.get_batch(tokens, batch, length, "cpu", *rng)
+    except NotImplementedError as exc:
+        not_implemented(data.get_batch, (tokens, batch, length, "cpu", *rng), {}, exc)
+    except Exception as exc:  # noqa: BLE001 - a valid call that raised becomes a readable failure
+        complain(describe_call(data.get_batch, (tokens, batch, length, "cpu", *rng)),
+                 f"raised {type(exc).__name__}: {exc}",
+                 f"a batch: {len(tokens)} tokens hold {len(tokens) - int(length)} window(s) of {int(length)} tokens "
+                 "and their next token", BATCH, hint=VALID_STARTS, where=student_frames(data.get_batch, exc))
+
+
+def check_windows(tokens: np.ndarray, got: Any, batch: int, length: int, call_text: str) -> list[int]:
+    """x is int64 (B, L) and each row a real window tokens[s:s+L] for a valid start s; y int64 (B, L). The starts."""
+    check_true(isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got), call_text,
+               got, "two tensors (x, y)", BATCH)
+    for name, t in zip("xy", got):
         check_true(t.dtype == torch.int64 and tuple(t.shape) == (batch, length), call_text, t,
                    f"{name}: int64 of shape ({batch}, {length})", BATCH)
-    starts = range(len(tokens) - length)
-    for i in range(batch):
-        row_x, row_y = x[i].cpu().numpy(), y[i].cpu().numpy()
-        ok = any(np.array_equal(row_x, tokens[s:s + length]) and np.array_equal(row_y, tokens[s + 1:s + length + 1])
-                 for s in starts)
-        check_true(ok, call_text, f"x[{i}]={row_x.tolist()}, y[{i}]={row_y.tolist()}",
-                   "x[i] = tokens[s:s+L] and y[i] = tokens[s+1:s+L+1] for some valid start s", BATCH)
-
-
-@settings(max_examples=25, deadline=None)
-@given(tokens=hnp.arrays(np.uint16, st.integers(2, 60)), sizes=st.tuples(st.integers(1, 6), st.integers(1, 8)),
-       seed=st.integers(0, 2**32 - 1))
-def test_batches_are_windows_and_their_next_tokens(data, tokens, sizes, seed):
-    batch, length = sizes
-    length = min(length, len(tokens) - 1)
-    got = call(data.get_batch, tokens, batch, length, "cpu", np.random.default_rng(seed))
-    check_windows(tokens, *got, batch, length, f"get_batch(tokens of length {len(tokens)}, {batch}, {length}, 'cpu', rng)")
-
-
-def test_counts_may_be_whole_floats(data):
-    tokens = np.arange(100, dtype=np.uint16)
-    x, y = call(data.get_batch, tokens, 4.0, 8.0, "cpu", np.random.default_rng(0))
-    check_windows(tokens, x, y, 4, 8, "get_batch(arange(100), 4.0, 8.0, 'cpu', rng)")
+    rows = got[0].cpu().numpy()
+    windows = np.lib.stride_tricks.sliding_window_view(np.asarray(tokens, dtype=np.int64), length)[:len(tokens) - length]
+    match = (rows[:, None, :] == windows[None, :, :]).all(axis=2)  # match[i, s]: x[i] = tokens[s:s+L]
+    for i in np.flatnonzero(~match.any(axis=1))[:1]:
+        check_true(False, call_text, f"x[{i}]={rows[i].tolist()}",
+                   "x[i] = tokens[s:s+L] for some valid start s (0 <= s <= len(tokens) - L - 1)", BATCH)
+    return match.argmax(axis=1).tolist()
 
 
 def starts_drawn(data, n: int, length: int, draws: int = 2000, seed: int = 0) -> np.ndarray:
     """With tokens = 0, 1, 2, ... each x[i, 0] is the start of window i."""
-    x, _ = call(data.get_batch, np.arange(n, dtype=np.int64), draws, length, "cpu", np.random.default_rng(seed))
-    return x[:, 0].numpy()
+    tokens = np.arange(n, dtype=np.int64)
+    got = sample(data, tokens, draws, length, np.random.default_rng(seed))
+    check_windows(tokens, got, draws, length, f"get_batch(arange({n}), {draws}, {length}, 'cpu', rng)")
+    return got[0][:, 0].numpy()
 
 
+@pytest.mark.rule("P6.batch-valid-starts")
 def test_one_window_only(data):
     starts = starts_drawn(data, n=9, length=8, draws=50)
     check_true(set(starts.tolist()) == {0}, "get_batch(arange(9), 50, 8, 'cpu', rng)", sorted(set(starts.tolist())),
                "only start 0: 9 tokens hold one window of 8 plus its next token", BATCH)
 
 
+@pytest.mark.rule("P6.batch-valid-starts")
 def test_the_last_valid_start_is_drawn(data):
     starts = starts_drawn(data, n=10, length=8, draws=400)
     check_true(set(starts.tolist()) == {0, 1}, "get_batch(arange(10), 400, 8, 'cpu', rng): starts drawn",
@@ -156,6 +242,7 @@ def test_the_last_valid_start_is_drawn(data):
                "the last valid start s = len - L - 1 has y ending exactly at the last token")
 
 
+@pytest.mark.rule("P6.batch-valid-starts")
 def test_starts_are_uniform(data):
     n, length, draws = 20, 8, 6000
     starts = starts_drawn(data, n, length, draws)
@@ -168,6 +255,36 @@ def test_starts_are_uniform(data):
                f"(chi-square {chi2:.1f}, limit 50)", BATCH)
 
 
+@pytest.mark.rule("P6.batch-int64")
+@settings(max_examples=25, deadline=None)
+@given(tokens=hnp.arrays(np.uint16, st.integers(3, 60)), sizes=st.tuples(st.integers(1, 6), st.integers(1, 8)),
+       seed=st.integers(0, 2**32 - 1))
+def test_batches_are_int64_windows(data, tokens, sizes, seed):
+    batch, length = sizes
+    length = min(length, len(tokens) - 2)  # len(tokens) = L + 1, one start only, is the valid-starts tests' case
+    got = sample(data, tokens, batch, length, np.random.default_rng(seed))
+    check_windows(tokens, got, batch, length, f"get_batch(tokens of length {len(tokens)}, {batch}, {length}, 'cpu', rng)")
+
+
+@pytest.mark.rule("P6.batch-y-shifted")
+def test_targets_are_the_next_tokens(data):
+    tokens = np.random.default_rng(3).permutation(500).astype(np.uint16)  # distinct: a row's start is known
+    x, y = sample(data, tokens, 16, 12, np.random.default_rng(4))
+    starts = check_windows(tokens, (x, y), 16, 12, "get_batch(500 distinct tokens, 16, 12, 'cpu', rng)")
+    for i, s in enumerate(starts):
+        check_true(np.array_equal(y[i].cpu().numpy(), tokens[s + 1:s + 13]), "get_batch(500 distinct tokens, 16, 12, "
+                   "'cpu', rng)", f"x[{i}] = tokens[{s}:{s + 12}], y[{i}] = {y[i].tolist()}",
+                   f"y[{i}] = tokens[{s + 1}:{s + 13}] = {tokens[s + 1:s + 13].tolist()} (x shifted by one)", BATCH)
+
+
+@pytest.mark.rule("P6.batch-counts")
+def test_counts_may_be_whole_floats(data):
+    tokens = np.arange(100, dtype=np.uint16)
+    got = sample(data, tokens, 4.0, 8.0, np.random.default_rng(0))
+    check_windows(tokens, got, 4, 8, "get_batch(arange(100), 4.0, 8.0, 'cpu', rng)")
+
+
+@pytest.mark.rule("P6.batch-generator")
 def test_same_generator_seed_same_batch(data):
     tokens = np.arange(10_000, dtype=np.uint16)
     a = call(data.get_batch, tokens, 8, 16, "cpu", np.random.default_rng(42))
@@ -179,6 +296,7 @@ def test_same_generator_seed_same_batch(data):
                (a[0][:, 0], c[0][:, 0]), "different batches for different seeds", BATCH)
 
 
+@pytest.mark.rule("P6.batch-global-rng")
 def test_global_numpy_rng_without_generator(data):
     tokens = np.arange(10_000, dtype=np.uint16)
     np.random.seed(1234)
@@ -193,12 +311,15 @@ def test_global_numpy_rng_without_generator(data):
                "with generator=None draw from numpy's global RNG (np.random), not torch's")
 
 
-@pytest.mark.parametrize("n, batch, length", [(8, 2, 8), (100, 0, 8), (100, 2, 0), (100, -1, 8)])
+@pytest.mark.rule("P6.batch-refuses")
+@pytest.mark.parametrize("n, batch, length", [(8, 2, 8), (100, 0, 8), (100, 2, 0), (100, -1, 8), (100, 2.5, 8),
+                                              (100, 2, 7.5)])
 def test_get_batch_refuses(data, n, batch, length):
     check_raises(ValueError, data.get_batch, np.arange(n, dtype=np.uint16), batch, length, "cpu",
                  np.random.default_rng(0), why="needs len(tokens) >= L + 1, B >= 1 and L >= 1")
 
 
+@pytest.mark.rule("P6.batch-device")
 @pytest.mark.gpu
 def test_cuda_batches(data):
     tokens = np.arange(5000, dtype=np.uint16)
@@ -206,7 +327,7 @@ def test_cuda_batches(data):
     check_true(x.device.type == "cuda" and y.device.type == "cuda", "get_batch(..., 'cuda', rng)", x.device,
                "tensors on the GPU", BATCH)
     torch.cuda.synchronize()
-    check_windows(tokens, x.cpu(), y.cpu(), 8, 32, "get_batch(arange(5000), 8, 32, 'cuda', rng)")
+    check_windows(tokens, (x.cpu(), y.cpu()), 8, 32, "get_batch(arange(5000), 8, 32, 'cuda', rng)")
 
 
 # --- reality check: what sampling from a big memmap costs ---------------------------------------
@@ -267,6 +388,7 @@ def measure_growth(data, path: Path, stop_mib: int = 768) -> tuple[float | None,
     return json.loads(lines[-1])["growth_mib"], ""
 
 
+@pytest.mark.rule("P6.batch-reads-windows")
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc to measure memory")
 def test_sampling_a_1gib_file_costs_megabytes(data, tmp_path):
     """20 batches of 8 x 256 from a 1 GiB token file: a few MiB touched, not the whole file."""

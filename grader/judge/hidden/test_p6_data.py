@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from grader.judge.drivers import data as driver
+from grader.judge.handle import StudentError
 from grader.judge.hidden._contract import refused_or_as_for
 from grader.wire import Raised
 
@@ -105,12 +106,13 @@ def bad_tokens(draw):
 
 
 def batch_cases():
-    """(tokens, B, L, as_file): token arrays of 2..200 tokens, B in 1..8, L in 1..len-1 (ints or whole floats)."""
+    """(tokens, B, L, as_file): token arrays of 3..200 tokens, B in 1..8, L in 1..len-2 (ints or whole floats); a
+    single window (len = L + 1) is test_exactly_the_valid_starts' case."""
     def with_sizes(tokens):
-        return st.tuples(st.just(tokens), st.integers(1, 8), st.integers(1, min(len(tokens) - 1, 32)), st.booleans(),
+        return st.tuples(st.just(tokens), st.integers(1, 8), st.integers(1, min(len(tokens) - 2, 32)), st.booleans(),
                          st.booleans())
     arrays = st.sampled_from([np.uint16, np.uint8, np.int32, np.int64]).flatmap(
-        lambda dtype: hnp.arrays(dtype, st.integers(2, 200)))
+        lambda dtype: hnp.arrays(dtype, st.integers(3, 200)))
     return arrays.flatmap(with_sizes)
 
 
@@ -127,6 +129,7 @@ def refused(raised: Raised | None) -> bool:
 # --- save_tokens / load_tokens -------------------------------------------------------------------
 # The judge stages every file in a fresh folder of the exchange and reads back what is left there.
 
+@pytest.mark.rule("P6.save-bytes")
 @pytest.mark.points(1)
 @given(case=token_inputs(), default_dtype=st.booleans(), as_str=st.booleans())
 def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
@@ -146,8 +149,12 @@ def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
 GOOD = st.lists(st.integers(0, 2**16 - 1), min_size=1, max_size=32).map(lambda v: np.array(v, dtype=np.int64))
 
 
+@pytest.mark.rule("P6.save-refuses-empty", "P6.save-refuses-non-integers", "P6.save-refuses-out-of-range",
+                  "P6.save-validates-first")
 @pytest.mark.points(2)
 @given(case=bad_tokens(), existing=st.sampled_from([None, b"previous tokens"]), good=GOOD)
+@example(case=(np.uint16, [], "empty list"), existing=b"previous tokens", good=np.arange(3))
+@example(case=(np.uint16, [4, 2.0], "whole float"), existing=None, good=np.arange(2))
 @example(case=(np.uint16, np.array(7, dtype=np.int64), "0-D ndarray"), existing=None, good=np.arange(10))
 @example(case=(np.uint16, np.array([[1, 2], [3, 4]], dtype=np.int64), "2-D ndarray"), existing=None, good=np.arange(3))
 @example(case=(np.uint16, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "bfloat16 tensor"), existing=None,
@@ -174,6 +181,7 @@ def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing
         f"{'nothing' if existing is None else 'only the previous tokens.bin, unchanged'}: validate before writing")
 
 
+@pytest.mark.rule("P6.save-atomic")
 @pytest.mark.points(1)
 @settings(max_examples=5)
 @given(limit=st.sampled_from([0, 512, 4096]), count=st.integers(5000, 20000))
@@ -198,10 +206,12 @@ def test_save_tokens_is_atomic(sub, limit, count):
         "and remove the temporary file on error")
 
 
+@pytest.mark.rule("P6.load-memmap", "P6.load-refuses", "P6.load-missing-file")
 @pytest.mark.points(1)
 @given(dtype=token_dtypes(), data=st.data(), default_dtype=st.booleans())
 def test_load_tokens(sub, dtype, data, default_dtype):
-    """load_tokens returns a read-only np.memmap of the file's values; an empty or ragged file raises ValueError, a str that names no dtype is refused."""
+    """load_tokens returns a read-only np.memmap of the file's values; an empty or ragged file or a float dtype raises
+    ValueError, a missing file FileNotFoundError; a str that names no dtype is refused."""
     dtype = np.dtype(dtype)
     use_default = default_dtype and dtype == np.uint16
     spelled = "" if use_default else f", dtype=np.{dtype.name}"
@@ -224,14 +234,23 @@ def test_load_tokens(sub, dtype, data, default_dtype):
             f"({len(ragged)} is not a multiple of {dtype.itemsize})")
     raised = driver.load(sub, b"", None if use_default else dtype).raised
     assert refused(raised), f"data.load_tokens(an empty file{spelled}) {raised_text(raised)}, expected ValueError"
+    floats = np.dtype(data.draw(st.sampled_from([np.float16, np.float32, np.float64]), label="float dtype"))
+    raised = driver.load(sub, content[: len(content) // floats.itemsize * floats.itemsize] or b"\0" * 8, floats).raised
+    assert refused(raised), (f"data.load_tokens(a file of tokens, dtype=np.{floats.name}) {raised_text(raised)}, "
+                             "expected ValueError: a token file holds integers")
     with driver.Folder(sub) as folder:  # a wrong type: ValueError, or TypeError as np.dtype raises for it
         refused_or_as_for(sub, "data.load_tokens", (folder.write("tokens.bin", content), "not a dtype"))
+        raised = sub.attempt("data.load_tokens", folder.path("missing.bin"))
+        assert isinstance(raised, Raised) and raised.is_a(FileNotFoundError), (
+            f"data.load_tokens(a path where no file is) {raised_text(raised if isinstance(raised, Raised) else None)}, "
+            "expected FileNotFoundError")
 
 
 # --- get_batch ----------------------------------------------------------------------------------
 # The judge seeds the worker's RNGs (or builds the generator there) and checks every row against
 # the tokens it owns; nothing but the submission's get_batch runs in the worker.
 
+@pytest.mark.rule("P6.batch-int64", "P6.batch-y-shifted", "P6.batch-counts")
 @pytest.mark.points(1)
 @given(case=batch_cases(), seed=st.integers(0, 2**32 - 1))
 def test_batches_are_windows_with_shifted_targets(sub, case, seed):
@@ -245,28 +264,43 @@ def test_batches_are_windows_with_shifted_targets(sub, case, seed):
     assert all(d == "cpu" for d in got.devices), f"{what} returned tensors on {list(got.devices)}, expected the CPU"
 
 
+VALID_STARTS = ("every start 0 .. len(tokens) - L - 1 is valid, the last one included (its y ends at the last token): "
+                "draw from integers(0, len(tokens) - L) / np.random.randint(0, len(tokens) - L), whose upper bound is "
+                "exclusive")
+
+
+@pytest.mark.rule("P6.batch-valid-starts", "P6.batch-refuses")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(length=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
 def test_exactly_the_valid_starts(sub, length, seed):
-    """len L+1 allows only start 0; len L+2 draws both 0 and 1; nothing beyond; bad sizes raise ValueError."""
+    """len L+1 allows only start 0 (with a generator or numpy's global RNG); len L+2 draws both 0 and 1; nothing
+    beyond; bad sizes raise ValueError."""
     one = np.arange(length + 1, dtype=np.int64) * 7 + 3
-    [got] = driver.seeded_batches(sub, one, 64, length, [seed])
     what = f"data.get_batch(tokens of length {length + 1}, 64, {length}, 'cpu', rng)"
+    try:
+        [got] = driver.seeded_batches(sub, one, 64, length, [seed])
+        (alone,) = driver.global_batches(sub, one, 64, length, [seed])
+    except StudentError as exc:
+        raise AssertionError(f"{exc}: expected a batch, {length + 1} tokens hold one window of {length} tokens and "
+                             f"its next token (start 0); {VALID_STARTS}") from None
+    driver.check_windows(one, alone.value, 64, length, f"data.get_batch(tokens of length {length + 1}, 64, {length}, "
+                         "'cpu')")
     starts = driver.check_windows(one, got.value, 64, length, what)
     assert set(starts) == {0}, f"{what} drew starts {sorted(set(starts))}, expected only 0"
     two = np.arange(length + 2, dtype=np.int64) * 7 + 3
     [got] = driver.seeded_batches(sub, two, 200, length, [seed])
     what = f"data.get_batch(tokens of length {length + 2}, 200, {length}, 'cpu', rng)"
     starts = driver.check_windows(two, got.value, 200, length, what)
-    assert set(starts) == {0, 1}, (f"{what} drew starts {sorted(set(starts))} in 200 rows, expected both 0 and 1 "
-                                   "(the last valid start len - L - 1 must be reachable)")
+    assert set(starts) == {0, 1}, (f"{what} drew starts {sorted(set(starts))} in 200 rows, expected both 0 and 1: "
+                                   f"{VALID_STARTS}")
     tokens = np.arange(length + 5, dtype=np.uint16)
     for n, b, l in [(length, 4, length), (length + 5, 0, length), (length + 5, 4, 0), (length + 5, -2, length),
                     (length + 5, 4, 1.5)]:
         sub.raises(ValueError, "data.get_batch", tokens[:n], b, l, "cpu")
 
 
+@pytest.mark.rule("P6.batch-valid-starts")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(starts=st.integers(2, 12), length=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
@@ -285,6 +319,7 @@ def test_starts_are_uniform(sub, starts, length, seed):
                           f"(chi-square {chi2:.1f} over the limit {limit:.1f}): draw each start uniformly")
 
 
+@pytest.mark.rule("P6.batch-generator")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**32 - 2), as_file=st.booleans())
@@ -301,6 +336,7 @@ def test_generator_makes_batches_reproducible(sub, seed, as_file):
     assert not torch.equal(a[0], c[0]), f"{what} and the same with seed {seed + 1} gave the same batch"
 
 
+@pytest.mark.rule("P6.batch-global-rng")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**32 - 2))
@@ -315,11 +351,9 @@ def test_global_numpy_rng_without_generator(sub, seed):
         f"np.random.seed({seed}); {what} twice (torch's RNG reseeded differently in between) gave different batches: "
         "with generator=None draw from numpy's global RNG (np.random.randint / np.random.choice)")
     assert not torch.equal(a[0], c[0]), f"{what} gave the same batch after np.random.seed({seed}) and ({seed + 1})"
-    minimal = np.arange(33, dtype=np.uint32)  # one window of 32 plus its next token: every start is 0
-    (only,) = driver.global_batches(sub, minimal, 16, 32, [seed])
-    driver.check_windows(minimal, only.value, 16, 32, "data.get_batch(33 tokens, 16, 32, 'cpu')")
 
 
+@pytest.mark.rule("P6.load-memmap", "P6.batch-reads-windows")
 @pytest.mark.points(1)
 def test_memory_of_sampling_a_256mib_file(sub):
     """load_tokens and get_batch on a 256 MiB token file cost MiB of memory, not the whole file."""
@@ -364,6 +398,7 @@ def test_memory_of_sampling_a_256mib_file(sub):
         f"sampled windows only, and touch no other page of it (no loop over the file, no mmap of it of your own); {advice}")
 
 
+@pytest.mark.rule("P6.batch-device")
 @pytest.mark.points(1)
 @pytest.mark.gpu
 def test_cuda_batches_come_from_pinned_memory(sub):
