@@ -258,7 +258,7 @@ def test_load_from_a_file_object_at_its_position(checkpoint):
 @pytest.mark.rule("P7.extras-allowed", "P7.extras-returned")
 def test_extras_round_trip(checkpoint, tmp_path):
     extras = {"loss": 2.5, "tokens_seen": 123456, "done": False, "name": "run-7", "nothing": None,
-              "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3]},
+              "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3], 0: "an int key"},
               "ema": torch.arange(4.0)}
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, *trained_run(1), 1, path, **extras)
@@ -317,6 +317,11 @@ def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
     check_true(path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"],
                f"{SAVE}(..., bad={bad!r})", sorted(os.listdir(tmp_path)),
                "the previous checkpoint unchanged and no other file: validate before writing", SAVE)
+    buffer = io.BytesIO()
+    check_raises(ValueError, checkpoint.save_checkpoint, model, optimizer, 2, buffer, bad=bad,
+                 why="the same extras are refused whatever out is")
+    check_true(not buffer.getvalue(), f"{SAVE}(..., BytesIO(), bad={bad!r})", f"{len(buffer.getvalue())} bytes written",
+               "nothing written: validate before writing", SAVE)
 
 
 def save_failing_half_way(checkpoint, path: Path, monkeypatch) -> bool:
