@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -56,3 +57,17 @@ def test_mutant_catalog_applies_cleanly_and_covers_every_problem():
         mutated = mutant.apply(source)
         assert mutated != source
         compile(mutated, f"{mutant.id}.py", "exec")
+
+
+def test_a_falsifying_example_shows_the_values_the_test_used(tmp_path):
+    """P5's skipped-parameter test draws the momentum and weight decay it runs with (none overridden after the
+    draw): the optimizer its message names is the one in hypothesis's failing test case."""
+    from grader.grading.grade import grade
+
+    mutant = next(m for m in mistakes.load() if m.id == "p5-sgd-none-grad-as-zero")
+    result = grade(mistakes.materialize(mutant, tmp_path), problems=["P5"], profile="ci", diagnose=False,
+                   in_process=True, rules=("P5.skip-none-grad",))
+    [failed] = [t for t in result.tests if t.status == "failed"]
+    hyper = dict(re.findall(r"(lr|momentum|weight_decay)=([\d.e-]+)", failed.message.split("Failing test case")[0]))
+    drawn = dict(re.findall(r"'(lr|momentum|weight_decay)': ([\d.e-]+)", failed.message.split("Failing test case")[1]))
+    assert hyper and hyper == drawn, failed.message
