@@ -6,15 +6,20 @@ to read (``module.function``, the heading used in handout.md).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
 import textwrap
 import traceback
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 import pytest
 import torch
+
+import _rules
 
 
 def section_of(fn: Callable[..., Any]) -> str:
@@ -28,7 +33,19 @@ class NotImplementedYet(pytest.fail.Exception):
     """The failure of a test that reached a stub (counted as "not implemented", not shown one by one)."""
 
 
-RULES_CHECKED: list[str] = []  # the running test's handout rules, quoted (conftest.py sets them); failures show them
+RULES_CHECKED: list[str] = []  # the ids of the handout rules the running test checks (conftest.py sets them)
+HANDOUT = Path(__file__).resolve().parents[1] / "handout.md"
+
+
+@functools.cache
+def handout_rules() -> dict[str, _rules.Rule]:
+    """The rules of the handout beside ``tests/`` (none where it is missing)."""
+    return _rules.read(HANDOUT) if HANDOUT.is_file() else {}
+
+
+def quoted(ids: Sequence[str]) -> list[str]:
+    """The rules ``ids`` as a failure quotes them: ``[P5.x] <the handout's words> (handout.md, section ...)``."""
+    return [handout_rules()[i].quote() if i in handout_rules() else f"[{i}]" for i in ids]
 
 SHOWN_IN_FULL = 16  # a tensor of at most this many elements is shown as a literal that rebuilds it
 
@@ -114,8 +131,9 @@ def shown_path(path: str | os.PathLike) -> str:
 
 
 def complain(call: str, got: Any, expected: str, section: str, why: str = "", hint: str = "",
-             where: str = "") -> NoReturn:
-    """Fail the test with the standard message: called, returned, expected, [why], [hint], [where], read."""
+             where: str = "", rules: Sequence[str] | None = None) -> NoReturn:
+    """Fail the test with the standard message: called, returned, expected, [why], [hint], [where], the handout
+    rules broken (``rules``, default: those the running test checks), read."""
     lines = [f"called:   {call}", f"returned: {got}", f"expected: {expected}"]
     if why:
         lines.append(f"why:      {why}")
@@ -123,7 +141,7 @@ def complain(call: str, got: Any, expected: str, section: str, why: str = "", hi
         lines.append(f"hint:     {hint}")
     if where:
         lines.append(f"where:    your code raised it here (innermost last):\n{where}")
-    lines += [f"rule:     {rule}" for rule in RULES_CHECKED]
+    lines += [f"rule:     {rule}" for rule in quoted(RULES_CHECKED if rules is None else rules)]
     lines.append(f"read:     handout.md, section '{section}'")
     raise pytest.fail.Exception("\n".join(lines), pytrace=False) from None  # no chained copy of a caught error
 

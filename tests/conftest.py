@@ -8,7 +8,6 @@ importable package; ``--impl PATH`` tests a submission folder (one that holds an
 from __future__ import annotations
 
 import ast
-import functools
 import gc
 import importlib
 import importlib.util
@@ -25,7 +24,6 @@ from hypothesis import Phase, settings
 
 import _eager
 import _kit
-import _rules
 from _kit import NotImplementedYet, shown_path
 
 # Derandomized: every run draws the same examples, so a failure comes back until it is fixed (no
@@ -154,21 +152,10 @@ def _select_rules(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = kept
 
 
-@functools.cache
-def handout_rules() -> dict[str, _rules.Rule]:
-    """The rules of the handout beside ``tests/`` (none where it is missing)."""
-    handout = HERE.parent / "handout.md"
-    return _rules.read(handout) if handout.is_file() else {}
-
-
-def quoted_rules(item: pytest.Item) -> list[str]:
-    return [handout_rules()[i].quote() if i in handout_rules() else f"[{i}]" for i in rules_of(item)]
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """While a test runs, its failure messages quote the handout rules it checks (``rule:`` lines)."""
-    _kit.RULES_CHECKED[:] = quoted_rules(item)
+    _kit.RULES_CHECKED[:] = rules_of(item)
     try:
         return (yield)
     finally:
@@ -180,7 +167,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """A failure that did not come through ``_kit.complain`` (a plain assert) quotes its rules in a section."""
     report = yield
     if report.failed and call.when == "call" and "rule:     [" not in report.longreprtext:
-        quotes = quoted_rules(item)
+        quotes = _kit.quoted(rules_of(item))
         if quotes:
             report.sections.append(("the handout rules this test checks", "\n".join(quotes)))
     return report
