@@ -403,7 +403,7 @@ def test_negative_hyperparameters_raise(sub, case, value):
     sub.call(f"optim.{kind}", [torch.zeros(2)], **zeros)
 
 
-@pytest.mark.rule("P5.sgd-matches-torch", "P5.adagrad-matches-torch")
+@pytest.mark.rule("P5.sgd-matches-torch", "P5.adagrad-matches-torch", "P5.from-scratch")
 @pytest.mark.points(1)
 def test_written_from_scratch_with_torchs_defaults(sub):
     """SGD and AdaGrad subclass torch.optim.Optimizer, keep PyTorch's defaults, and use no torch.optim.SGD/Adagrad or _foreach_."""
