@@ -275,7 +275,7 @@ class ProblemTally:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when == "call" and call.excinfo is not None \
+        if call.when in ("setup", "call") and call.excinfo is not None \
                 and call.excinfo.errisinstance((NotImplementedYet, NotImplementedError)):
             match = _SECTION.search(str(call.excinfo.value))
             report.not_implemented = match.group(1) if match else str(call.excinfo.value).splitlines()[0]

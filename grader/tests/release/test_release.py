@@ -114,7 +114,9 @@ def test_release_imports_nothing_windows_lacks(release, tmp_path):
     shutil.copytree(release, copy)
     conftest = copy / "tests" / "conftest.py"
     conftest.write_text(conftest.read_text() + "\n\ndef peak():\n    import resource.foo\n"
-                        "    return importlib.import_module('fcntl')\n")
+                        "    return importlib.import_module('fcntl')\n\n\n"
+                        "@pytest.mark.skipif(sys.platform == 'win32', reason='POSIX')\n"
+                        "def test_posix_only():\n    import pwd\n")
     assert find_posix_only_imports(copy) == ["tests/conftest.py: fcntl", "tests/conftest.py: resource"]
 
 
