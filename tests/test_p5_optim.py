@@ -290,6 +290,7 @@ def test_sgd_matches_torch_for_any_hyperparameters(optim, lr, momentum, weight_d
 def test_sgd_refuses_negative_hyperparameters(optim, name):
     call(optim.SGD, [torch.nn.Parameter(torch.ones(2))], **{name: 0.0})  # zero is accepted
     check_raises(ValueError, optim.SGD, [torch.nn.Parameter(torch.ones(2))], **{name: -0.5})
+    call(optim.SGD, [{"params": [torch.nn.Parameter(torch.ones(2))], name: -0.5}])  # a group's own: used as it is
 
 
 # --- AdaGrad -------------------------------------------------------------------------------
@@ -324,15 +325,16 @@ def test_adagrad_keeps_the_sum_of_squares_in_its_state(optim):
 @pytest.mark.rule("P5.adagrad-initial-sum")
 def test_adagrad_sum_starts_at_the_initial_accumulator_value(optim):
     a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 2))
-    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1,
-                     initial_accumulator_value=0.25)
+    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b], "lr": 0.5, "initial_accumulator_value": 5.0}],
+                     lr=0.1, initial_accumulator_value=0.25)
     for name, p in (("a", a), ("b", b)):
         total = optimizer.state.get(p, {}).get("sum")
         check_true(isinstance(total, torch.Tensor) and torch.equal(total, torch.full_like(p, 0.25)),
-                   f"AdaGrad([{{'params': [a]}}, {{'params': [b], 'lr': 0.5}}], lr=0.1, "
-                   f"initial_accumulator_value=0.25): optimizer.state[{name}] before any step",
+                   f"AdaGrad([{{'params': [a]}}, {{'params': [b], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
+                   f"lr=0.1, initial_accumulator_value=0.25): optimizer.state[{name}] before any step",
                    dict(optimizer.state.get(p, {})), f"'sum' = torch.full_like({name}, 0.25), created in __init__",
-                   ADAGRAD_SECTION)
+                   ADAGRAD_SECTION, "the constructor's initial_accumulator_value applies to every group, as in "
+                   "torch.optim.Adagrad (a group's own value is not read)")
 
 
 @pytest.mark.rule("P5.adagrad-matches-torch")
@@ -361,6 +363,7 @@ def test_adagrad_matches_torch_for_any_hyperparameters(optim, lr, eps, initial, 
 def test_adagrad_refuses_negative_hyperparameters(optim, name):
     call(optim.AdaGrad, [torch.nn.Parameter(torch.ones(2))], **{name: 0.0})  # zero is accepted
     check_raises(ValueError, optim.AdaGrad, [torch.nn.Parameter(torch.ones(2))], **{name: -0.5})
+    call(optim.AdaGrad, [{"params": [torch.nn.Parameter(torch.ones(2))], name: -0.5}])  # a group's own: used as it is
 
 
 # --- both ----------------------------------------------------------------------------------

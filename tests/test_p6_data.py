@@ -112,6 +112,13 @@ def left_in(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.rule("P6.save-validates-first")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.bool_], ids=repr)
+def test_save_tokens_refuses_a_dtype_that_is_not_an_integer_dtype(data, tmp_path, dtype):
+    check_refused(data, tmp_path, [1, 2, 3], "token files hold integers: a dtype that is not an integer dtype is "
+                  "refused", dtype)
+
+
+@pytest.mark.rule("P6.save-validates-first")
 @pytest.mark.parametrize("existing", [None, b"previous contents"], ids=["no file", "a file already there"])
 @pytest.mark.parametrize("bad", [[1, 2, 70000], [1, 2.0], []], ids=repr)
 def test_save_tokens_refusal_leaves_the_folder_as_it_was(data, tmp_path, bad, existing):

@@ -333,6 +333,13 @@ def test_train_returns_the_per_step_losses(amp):
     check_true(seen == [torch.float16] * 4, f"{TRAIN}(..., steps=2, precision='fp16', scaler=GradScaler('cpu'))",
                f"Linear outputs {seen}", "Linear outputs in torch.float16 on both steps: train passes precision, "
                "scaler and max_grad_norm on to train_step", TRAIN)
+    before = [p.detach().clone() for p in model.parameters()]
+    call(amp.train, model, lambda: batches[0], F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.05), 1,
+         max_grad_norm=1e-4)
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(model.parameters(), before))
+    check_true(moved <= 0.05 * 1e-4 * 1.01, f"{TRAIN}(..., SGD(lr=0.05), steps=1, max_grad_norm=1e-4)",
+               f"a parameter moved by {moved:.3g}", f"no parameter moved by more than lr * max_grad_norm = 5e-06: "
+               "train passes max_grad_norm on to train_step", TRAIN)
 
 
 @pytest.mark.rule("P8.train-steps-count")

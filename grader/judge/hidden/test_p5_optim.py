@@ -197,15 +197,16 @@ def group_layouts():
     """Three parameters split into 2 or 3 groups, each overriding some hyperparameters."""
     def layout(kind: str):
         hyper = sgd_hyperparameters() if kind == "SGD" else adagrad_hyperparameters()
-        overrides = hyper.map(lambda h: {k: v for k, v in h.items() if k != "initial_accumulator_value"})
+        overrides = hyper  # a group's own initial_accumulator_value is not read: the constructor's applies to all
         partitions = st.sampled_from([[[0], [1, 2]], [[0, 1], [2]], [[2], [0], [1]]])
         return st.tuples(st.just(kind), hyper, partitions, st.lists(overrides, min_size=3, max_size=3),
-                         st.lists(st.sets(st.sampled_from(["lr", "momentum", "weight_decay", "eps"])), min_size=3,
-                                  max_size=3), st.integers(0, 2))
+                         st.lists(st.sets(st.sampled_from(["lr", "momentum", "weight_decay", "eps",
+                                                           "initial_accumulator_value"])), min_size=3, max_size=3),
+                         st.integers(0, 2))
     return st.sampled_from(["SGD", "AdaGrad"]).flatmap(layout)
 
 
-@pytest.mark.rule("P5.group-hyperparameters")
+@pytest.mark.rule("P5.group-hyperparameters", "P5.adagrad-initial-sum")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(case=group_layouts(), seed=st.integers(0, 2**31 - 1))
@@ -396,11 +397,13 @@ HYPERPARAMETERS = {"SGD": ["lr", "momentum", "weight_decay"],
 @given(case=st.sampled_from([(k, n) for k, names in HYPERPARAMETERS.items() for n in names]),
        value=st.floats(-10.0, -1e-12) | st.sampled_from([-1.0, -1e-10]))
 def test_negative_hyperparameters_raise(sub, case, value):
-    """A negative lr, momentum, weight_decay, eps or initial_accumulator_value raises ValueError; zero is accepted."""
+    """A negative lr, momentum, weight_decay, eps or initial_accumulator_value raises ValueError; zero is accepted, and a
+    param group's own value is used as it is."""
     kind, name = case
     sub.raises(ValueError, f"optim.{kind}", [torch.zeros(2)], **{name: value})
     zeros = {n: 0.0 for n in HYPERPARAMETERS[kind]}
     sub.call(f"optim.{kind}", [torch.zeros(2)], **zeros)
+    sub.call(f"optim.{kind}", [{"params": [torch.zeros(2)], name: value}])  # a group's own value: used as it is
 
 
 @pytest.mark.rule("P5.sgd-matches-torch", "P5.adagrad-matches-torch", "P5.from-scratch")

@@ -162,6 +162,7 @@ GOOD = st.lists(st.integers(0, 2**16 - 1), min_size=1, max_size=32).map(lambda v
 @example(case=(np.uint16, [3, True, 5], "bool"), existing=b"previous tokens", good=np.arange(7) + 60_000)
 @example(case=(np.uint8, np.array([1, 300], dtype=np.int64), "ndarray out of range"), existing=None, good=np.arange(1))
 @example(case=(np.uint16, np.array([5, -1], dtype=np.int64), "negative ndarray"), existing=None, good=np.arange(4))
+@example(case=(np.float32, [1, 2, 3], "a float dtype"), existing=b"previous tokens", good=np.arange(3))
 def test_save_tokens_refuses_and_leaves_the_folder_as_it_was(sub, case, existing, good):
     """Float, bool, out-of-range, no tokens or not 1-D raise ValueError; no file is left behind, an existing one is unchanged."""
     dtype, tokens, why = case

@@ -364,6 +364,13 @@ def test_train_runs_train_step_per_batch(sub):
     diff = max_param_diff(got["params"], params["bf16"])
     assert diff <= RTOL_16 * moved + 5 * ATOL_PARAMS, (
         f"{call}: the parameters are {diff:.3g} away from 3 bf16 steps, which move them by up to {moved:.3g}")
+    # max_grad_norm reaches every step too: one SGD step then moves no parameter by more than lr * max_grad_norm.
+    state = model_state(3, 16)
+    got = drive.train(sub, state, batches[:1], 1, lr=0.05, max_grad_norm=1e-4)
+    moved = max_param_diff(got["params"], state)
+    assert moved <= 0.05 * 1e-4 * 1.01, (
+        f"{TRAIN}(model, get_batch, mse_loss, SGD(lr=0.05), steps=1, max_grad_norm=1e-4) moved a parameter by "
+        f"{moved:.3g}, more than lr * max_grad_norm = {0.05 * 1e-4:.3g}: train passes max_grad_norm on to train_step")
 
 
 @pytest.mark.rule("P8.checkpoint-each-block")
