@@ -16,14 +16,14 @@ class Problem:
 
 
 PROBLEMS: dict[str, Problem] = {
-    "P1": Problem("memory", "dtype memory accounting", 12, 4.0),
-    "P2": Problem("strides", "strides, views and contiguity", 14, 4.6),
-    "P3": Problem("einsum", "einops rewrites", 12, 2.6),
-    "P4": Problem("flops", "FLOP accounting and MFU", 14, 20.0),
-    "P5": Problem("optim", "SGD and AdaGrad from scratch", 14, 11.2, own_worker=True),
-    "P6": Problem("data", "token files and memmap batching", 12, 4.2),
-    "P7": Problem("checkpoint", "checkpointing and exact resume", 10, 2.8),
-    "P8": Problem("amp", "mixed precision training loop", 12, 2.5),
+    "P1": Problem("memory", "dtype memory accounting", 12, 4.5),
+    "P2": Problem("strides", "strides, views and contiguity", 14, 10.4),
+    "P3": Problem("einsum", "einops rewrites", 12, 8.4),
+    "P4": Problem("flops", "FLOP accounting and MFU", 14, 46.8),
+    "P5": Problem("optim", "SGD and AdaGrad from scratch", 14, 24.1, own_worker=True),
+    "P6": Problem("data", "token files and memmap batching", 12, 6.9),
+    "P7": Problem("checkpoint", "checkpointing and exact resume", 10, 3.3),
+    "P8": Problem("amp", "mixed precision training loop", 12, 4.2),
 }
 MODULES = tuple(p.module for p in PROBLEMS.values())
 TOTAL_POINTS = sum(p.points for p in PROBLEMS.values())

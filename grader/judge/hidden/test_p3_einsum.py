@@ -207,6 +207,11 @@ def test_num_heads_may_be_a_whole_float(sub):
     as_float = {name: sub.call(f"einsum.{name}", *args, 7.0) for name, args in calls.items()}
     for name, args in calls.items():
         want = sub.call(f"einsum.{name}", *args, 7)
+        exact = OLD_WAY[name](*(a.double() for a in args), 7)  # a corner counts only beside working code
+        assert isinstance(want, torch.Tensor) and want.shape == exact.shape and torch.allclose(
+            want.double(), exact, rtol=1e-5), (
+            f"{call_text(name, *args, 7)} returned {shown(want)}, not the old way's answer: whole-float heads count "
+            f"only beside a {name} that works")
         got = as_float[name]
         assert (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.dtype == want.dtype
                 and got.shape == want.shape and torch.equal(got, want)), (
@@ -274,7 +279,13 @@ def test_channels_first(sub, shape, dtype):
 @settings(max_examples=10)
 @given(data=st.data(), dtype=dtypes())
 def test_results_keep_the_input_dtype(sub, data, dtype):
-    """Every function returns a tensor of its input's dtype (float32, float64, bfloat16)"""
+    """Every function returns a tensor of its input's dtype (float32, float64, bfloat16), beside values that are right"""
+    for name, args in work_calls(data.draw).items():  # float64: the old way is exact; the dtype counts beside work
+        got, want = sub.call(f"einsum.{name}", *args), OLD_WAY[name](*args)
+        assert isinstance(got, torch.Tensor) and got.shape == want.shape and torch.allclose(
+            got.double(), want, rtol=1e-9, atol=1e-9), (
+            f"{call_text(name, *args)} returned {shown(got)}, not the old way's answer: the dtype counts only beside "
+            "values that are right")
     for name, args in work_calls(data.draw, dtype).items():
         got = sub.call(f"einsum.{name}", *args)
         assert isinstance(got, torch.Tensor) and got.dtype == dtype, (

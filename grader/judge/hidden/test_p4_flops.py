@@ -109,7 +109,8 @@ def test_matmul_flops_matches_flop_counter(sub, m, k, n):
 @given(three=st.tuples(counts(2**20), counts(2**20), counts(2**20)), layers=counts(4), big=st.booleans())
 @example(three=(15 * 10**12, 70 * 10**9, 1), layers=2, big=False)  # the lecture: 15e12 tokens, 70e9 parameters
 def test_counts_may_be_whole_floats(sub, three, layers, big):
-    """Every counting function takes whole floats such as 70e9 as counts, and answers FLOP counts as ints"""
+    """Every counting function takes whole floats such as 70e9 as counts, and answers FLOP counts as ints (time_matmul's
+    counts are graded with its timing: a corner earns nothing beside a timer that does not time)"""
     m, k, n = three
     as_floats = tuple(map(float, three))
     assert_int(sub.call("flops.matmul_flops", *as_floats), 2 * m * k * n, f"flops.matmul_flops{as_floats!r}")
@@ -130,10 +131,6 @@ def test_counts_may_be_whole_floats(sub, three, layers, big):
     assert_close(sub.call("flops.training_days", float(params), float(tokens), gpus, H100_BF16_PEAK, 0.5), want_days,
                  f"flops.training_days({float(params)!r}, {float(tokens)!r}, {gpus!r}, {H100_BF16_PEAK!r}, 0.5)",
                  unit=" days")
-    seconds = sub.call("flops.time_matmul", 4.0, 4.0, 4.0, torch.float32, "cpu", repeats=2.0)
-    assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
-        f"flops.time_matmul(4.0, 4.0, 4.0, torch.float32, 'cpu', repeats=2.0) returned {seconds!r}, expected positive "
-        "seconds (4.0 is the count 4)")
 
 
 def check_scaling(sub, name: str, factor: int, tokens: int, params: int) -> None:
