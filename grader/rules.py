@@ -8,28 +8,20 @@ rule is quoted by its id alone.
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
 from .paths import KIT_ROOT
+from .public import public_module
 
 HANDOUT = KIT_ROOT / "handout.md"
 READER = KIT_ROOT / "tests" / "_rules.py"
 
 
-@functools.cache
-def reader(path: Path = READER) -> ModuleType:
+def reader() -> ModuleType:
     """``tests/_rules.py``, loaded by its path (the public tests are not a package)."""
-    spec = importlib.util.spec_from_file_location("_kit_rules_reader", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return public_module(READER.name)
 
 
 @functools.cache

@@ -100,9 +100,19 @@ def _tensor_bytes(tensor: torch.Tensor) -> bytes:
 
 
 def encode_exception(exc: BaseException) -> dict:
+    """An exception as its classes and message; the message of a refusal it was raised from follows (the
+    worker's "code is reached by its name" hook refuses inside libraries, which may wrap the refusal)."""
     types = [_qualname(cls) for cls in type(exc).__mro__]
     try:
         message = str(exc)
+        cause = exc.__cause__ or exc.__context__
+        for _ in range(8):
+            if cause is None or cause is exc:
+                break
+            if type(cause).__name__ == "Refused" and str(cause) not in message:
+                message = f"{message} (raised from {cause})"
+                break
+            cause = cause.__cause__ or cause.__context__
     except BaseException:  # noqa: BLE001 - a hostile __str__ must not break the worker
         message = "<unprintable message>"
     return {"$t": "raised", "types": types, "message": _short(message)}

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import _rules
+from _by_name import described
 
 
 def section_of(fn: Callable[..., Any]) -> str:
@@ -157,7 +158,7 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except NotImplementedError as exc:
         not_implemented(fn, args, kwargs, exc)
     except Exception as exc:  # noqa: BLE001 - any student exception becomes a failure message
-        complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}", "a value, no exception",
+        complain(describe_call(fn, args, kwargs), f"raised {described(exc)}", "a value, no exception",
                  section_of(fn), where=student_frames(fn, exc))
 
 
@@ -233,7 +234,7 @@ def check_raises(exc_type: type[BaseException], fn: Callable[..., Any], *args: A
     except exc_type:
         return
     except Exception as exc:  # noqa: BLE001
-        complain(describe_call(fn, args, kwargs), f"raised {type(exc).__name__}: {exc}",
+        complain(describe_call(fn, args, kwargs), f"raised {described(exc)}",
                  f"raises {exc_type.__name__}", section_of(fn), why, where=student_frames(fn, exc))
     complain(describe_call(fn, args, kwargs), show(got), f"raises {exc_type.__name__}", section_of(fn), why)
 

@@ -22,6 +22,7 @@ from types import ModuleType
 import pytest
 from hypothesis import Phase, settings
 
+import _by_name
 import _eager
 import _kit
 from _kit import NotImplementedYet, shown_path
@@ -65,10 +66,14 @@ _IMPL = pytest.StashKey[ModuleType]()
 
 
 def _load_package(impl: str) -> ModuleType:
-    """Import the package under test by name, or from a folder as a fresh package."""
+    """Import the package under test by name, or from a folder as a fresh package, once "code is reached by its
+    name" is enforced on it (``_by_name``: what runs with its frames on the stack, as the grade does)."""
     path = Path(impl)
     if not path.exists():
         try:
+            spec = importlib.util.find_spec(impl)
+            if spec is not None and spec.submodule_search_locations:
+                _by_name.install(list(spec.submodule_search_locations)[0], everywhere=False)
             return importlib.import_module(impl)
         except ImportError as exc:
             raise pytest.UsageError(f"--impl {impl!r}: no such folder, and no importable package ({exc})") from exc
@@ -83,6 +88,7 @@ def _load_package(impl: str) -> ModuleType:
         raise pytest.UsageError(f"--impl {impl!r}: cannot import {folder}")
     package = importlib.util.module_from_spec(spec)
     sys.modules[package_name] = package
+    _by_name.install(str(folder), everywhere=False)
     if spec.loader is not None and init.exists():
         spec.loader.exec_module(package)
     return package
@@ -96,8 +102,8 @@ def _module(request: pytest.FixtureRequest, name: str) -> ModuleType:
     except Exception as exc:  # noqa: BLE001 - a broken student module must read as a clear failure
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name == f"{name}.py"]
         where = f" (line {frames[-1].lineno})" if frames and not isinstance(exc, SyntaxError) else ""
-        detail = str(exc).replace(f"{package.__name__}.", f"{Path(file).parent.name}.")
-        raise pytest.fail.Exception(f"{file} could not be imported: {type(exc).__name__}: {detail}{where}",
+        detail = _by_name.described(exc).replace(f"{package.__name__}.", f"{Path(file).parent.name}.")
+        raise pytest.fail.Exception(f"{file} could not be imported: {detail}{where}",
                                     pytrace=False) from None
 
 

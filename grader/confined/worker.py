@@ -20,12 +20,16 @@ from typing import Any, BinaryIO, Sequence
 
 if __package__:
     from .. import eager, wire
-    from .dispatch import PACKAGE, Dispatcher
+    from ..public import public_module
+    from .dispatch import PACKAGE, TRUSTED_EVENTS, Dispatcher
     from .kernels import withhold
-else:  # inside the sandbox, where wire.py, eager.py, dispatch.py and kernels.py are copied beside this file
+
+    by_name = public_module("_by_name.py")
+else:  # inside the sandbox, where wire.py, eager.py, dispatch.py, kernels.py and _by_name.py are copied beside this file
+    import _by_name as by_name
     import eager
     import wire
-    from dispatch import PACKAGE, Dispatcher
+    from dispatch import PACKAGE, TRUSTED_EVENTS, Dispatcher
     from kernels import withhold
 
 
@@ -88,8 +92,9 @@ def _leave_the_import_path() -> None:
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
           withheld_kernels: Sequence[str] = (), withheld_rule: str = "") -> None:
     """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``eager``), take the
-    worker's modules off the import path, report the isolation (before any student code runs), import the
-    package, report readiness, then answer requests until the judge closes the pipe."""
+    worker's modules off the import path, report the isolation (before any student code runs), refuse what
+    "code is reached by its name" forbids (``_by_name``: from here on, for every thread), import the package,
+    report readiness, then answer requests until the judge closes the pipe."""
     if withheld_kernels:
         count = withhold(list(withheld_kernels), withheld_rule)
         isolation = {**isolation, "withheld kernels": f"{count} aten operators raise ({', '.join(withheld_kernels)})"}
@@ -97,6 +102,9 @@ def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, 
     _leave_the_import_path()
     gc.freeze()  # the kit's and torch's objects: the collector walks only what the submission makes
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))
+    by_name.install(str(folder), everywhere=True, trusted=TRUSTED_EVENTS)
+    isolation = {**isolation, "code by name": "compiling or running text, unpickling, marshal, ctypes, frame and "
+                                              "referrer walks refused from the submission's import on (audit hook)"}
     wire.write_frame(channel.responses, {"$type": "hello", "isolation": isolation})
     ready: dict[str, Any] = {"$type": "ready"}
     try:

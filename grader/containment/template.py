@@ -34,20 +34,24 @@ from pathlib import Path
 
 from ..forks import Forked, Forks
 from ..paths import GRADER
+from ..public import PUBLIC_TESTS
 from .limits import environment
 from .running import RUNNING
 
 ADDRESS = "KIT_WARM_WORKERS"  # the socket of the template the gradings a process starts may fork workers from
 BESIDE = ("wire.py", "eager.py", "forks.py")  # the core modules the worker holds beside grader/confined's
+SHARED = ("_by_name.py",)  # the public tests' modules it holds too: one "code is reached by its name" hook for both
 HOLDER = ("sleep", "infinity")  # what bubblewrap runs in a sandbox a worker is forked into
 STOP_SECONDS = 10.0
 
 
 def stage_kit(folder: Path) -> Path:
-    """``folder/_kit``: the worker's modules (``grader/confined``'s and those ``BESIDE``), as a worker holds them."""
+    """``folder/_kit``: the worker's modules (``grader/confined``'s, those ``BESIDE`` and the public tests'
+    ``SHARED``), as a worker holds them."""
     kit = folder / "_kit"
     kit.mkdir()
-    for source in [*(GRADER / name for name in BESIDE), *(GRADER / "confined").glob("*.py")]:
+    for source in [*(GRADER / name for name in BESIDE), *(PUBLIC_TESTS / name for name in SHARED),
+                   *(GRADER / "confined").glob("*.py")]:
         if source.name != "__init__.py":
             shutil.copy2(source, kit / source.name)
     return kit

@@ -196,6 +196,10 @@ class Submission:
         what = describe(target, args, kwargs)
         return self._value(self._request("construct", what, timeout, args, kwargs, target=target, keep=True), what)
 
+    def release_memory(self) -> None:
+        """Have the worker's C library give back the memory it holds free (and map large allocations alone)."""
+        self._request("release_memory", "release_memory()", None)
+
     def named(self, target: str) -> Remote:
         """The submission's ``module.name`` itself (not called), held in the worker: e.g. a function
         to hand to a library call there (``sub.lib("builtins.map", sub.named("memory.f"), xs)``)."""

@@ -25,7 +25,8 @@ from ...paths import PACKAGE
 from ..inprocess import Dispatcher, load_package
 from ..drivers.same import same
 
-REQUESTS = {"call", "named", "construct", "call_method", "get_attr", "set_attr", "read", "release", "forbid", "allow"}
+REQUESTS = {"call", "named", "construct", "call_method", "get_attr", "set_attr", "read", "release", "forbid", "allow",
+            "release_memory"}
 # Library objects the hidden suites build in the worker that are safe to build in the judge (state restored).
 LIBRARY = {"builtins.dict", "builtins.list", "builtins.map", "builtins.set", "builtins.tuple", "builtins.object",
            "builtins.getattr", "itertools.repeat", "operator.attrgetter", "copy.deepcopy", "numpy.array",

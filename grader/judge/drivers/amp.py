@@ -24,7 +24,6 @@ from .local import Handle, Side
 from .same import shown
 
 Recipe = list[tuple[str, tuple]]
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
 def mlp(d_in: int, width: int, d_out: int) -> Recipe:
@@ -246,10 +245,7 @@ def held_bytes(sub: Submission) -> int:
 def return_freed_memory(sub: Submission) -> None:
     """Ask the worker's C library to give back the memory it holds free now and to map every later
     allocation of 64 KiB or more on its own, so that its resident set follows the tensors it holds."""
-    libc = sub.lib("ctypes.CDLL", None)
-    libc.call("mallopt", M_MMAP_THRESHOLD, 64 * 1024)
-    libc.call("mallopt", M_TRIM_THRESHOLD, 0)
-    libc.call("malloc_trim", 0)
+    sub.release_memory()
 
 
 def held_after(run: Callable[[], Remote], measure: Callable[[], int | None]) -> tuple[int | None, Remote]:

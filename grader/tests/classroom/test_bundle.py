@@ -54,17 +54,20 @@ def run_autograder(autograder: Path, **env: str) -> tuple[subprocess.CompletedPr
     return run, json.loads((autograder / "results" / "results.json").read_text())
 
 
+SHARED = ("kit/tests/_rules.py", "kit/tests/_by_name.py")  # the public tests' modules the grader shares
+
+
 def test_bundle_holds_the_scripts_the_grader_and_what_diagnosis_replays_on(autograder_zip, tmp_path):
     with zipfile.ZipFile(autograder_zip) as bundled:
         infos = {info.filename: info for info in bundled.infolist()}
     assert {"setup.sh", "run_autograder", "config.sh", "kit/pyproject.toml", "kit/README.md",
             "kit/grader/grading/grade.py", "kit/grader/judge/hidden/pytest.ini", "kit/solutions/memory.py",
-            "kit/grader/mistakes/p1_memory.toml", "kit/handout.md", "kit/tests/_rules.py"} <= set(infos)
+            "kit/grader/mistakes/p1_memory.toml", "kit/handout.md", "kit/tests/_rules.py", "kit/tests/_by_name.py"} <= set(infos)
     assert any(name.startswith("kit/grader/judge/hidden/test_p") for name in infos)
     for name in ("setup.sh", "run_autograder"):
         assert stat.S_IMODE(infos[name].external_attr >> 16) == 0o755
     private = ("kit/assignment", "kit/tests", "kit/grader/tests")
-    leaked = [name for name in infos if name.startswith(private) and name != "kit/tests/_rules.py" or "__pycache__" in name]
+    leaked = [name for name in infos if name.startswith(private) and name not in SHARED or "__pycache__" in name]
     assert not leaked
     again = tmp_path / "again.zip"
     assert bundle.main(str(again)) == 0 and again.read_bytes() == autograder_zip.read_bytes()  # reproducible

@@ -17,17 +17,19 @@ from pathlib import Path
 import pytest
 
 from grader.containment.launch import SYSCALL_FILTER, worker_folders
-from grader.containment.template import BESIDE
+from grader.containment.template import BESIDE, SHARED
 
 GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {
-    # inside the sandbox: the wire format, eager, the zygote's loop (the template's) and its own modules
-    "confined": {"core.wire", "core.eager", "core.forks"},
+    # inside the sandbox: the wire format, eager, the zygote's loop (the template's) and its own modules; public:
+    # the public tests' "code is reached by its name" hook (staged beside them in the sandbox)
+    "confined": {"core.wire", "core.eager", "core.forks", "core.public"},
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     # forks: following the workers the warm template forks
-    "containment": {"core.wire", "core.backend", "core.options", "core.paths", "core.forks", "confined.config"},
+    "containment": {"core.wire", "core.backend", "core.options", "core.paths", "core.forks", "core.public",
+                    "confined.config"},
     "mistakes": {"core"},  # the catalog of known mistakes: a fact of the problem set, like problems.py
     "judge": {"core", "containment", "mistakes"},  # the diagnosis replays the known mistakes
     # the judge runs as its own process (pytest -p grader.judge.plugin): never imported; a warm block starts
@@ -135,7 +137,7 @@ def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path)
     base = worker_folders(package, None)
     try:
         code = sorted(p.name for p in (base / "work" / "_kit").glob("*.py"))
-        assert code == sorted([*BESIDE, *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
+        assert code == sorted([*BESIDE, *SHARED, *(p.name for p in (GRADER / "confined").glob("*.py") if p.name != "__init__.py")])
         data = {p.name for p in (base / "work" / "_kit").iterdir()} - set(code)
         assert data <= {SYSCALL_FILTER}, data  # the judge's seccomp program, bytes the worker loads
     finally:
