@@ -102,6 +102,7 @@ def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, 
     _leave_the_import_path()
     gc.freeze()  # the kit's and torch's objects: the collector walks only what the submission makes
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))
+    sys.dont_write_bytecode = True  # the package is compiled from its text alone: a compiled copy would be refused
     by_name.install(str(folder), everywhere=True, trusted=TRUSTED_EVENTS)
     isolation = {**isolation, "code by name": "compiling or running text, unpickling, marshal, ctypes, frame and "
                                               "referrer walks refused from the submission's import on (audit hook)"}

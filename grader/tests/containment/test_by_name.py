@@ -8,6 +8,7 @@ the public tests do, over a package folder holding ``mod.py``; the case prints R
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -43,6 +44,12 @@ REFUSED = {
     "a module written at run time": "import os, sys, tempfile\nd = tempfile.mkdtemp()\n"
                                     "open(os.path.join(d, 'written.py'), 'w').write('x = 1')\nsys.path.insert(0, d)\n"
                                     "import written",
+    "a module written into the package at run time": "import os, pkg\n"
+                                                      "open(os.path.join(pkg.__path__[0], 'new.py'), 'w').write('x = 1')\n"
+                                                      "import pkg.new",
+    "a module of the package rewritten and imported again": "import importlib, pkg.mod\n"
+                                                             "open(pkg.mod.__file__, 'w').write('x = 1')\n"
+                                                             "importlib.reload(pkg.mod)",
 }
 RUNS = {
     "a standard module imported on first use": "import colorsys",
@@ -64,7 +71,9 @@ def run(tmp_path: Path, code: str, everywhere: bool = True, in_package: bool = F
     body = "import pkg.mod\npkg.mod.case()" if in_package else code
     program = (f"import sys\nsys.path[:0] = [{str(PUBLIC_TESTS)!r}, {str(tmp_path)!r}]\nimport _by_name\n"
                f"_by_name.install({str(package)!r}, everywhere={everywhere})\n{body}\nprint('RAN')\n")
-    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}  # imports write .pyc
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=env)
 
 
 @pytest.mark.parametrize("route", REFUSED)
@@ -93,3 +102,11 @@ def test_a_refusal_a_library_wraps_is_still_named(tmp_path):
             "except Exception as e:\n    print(_by_name.described(e))")
     done = run(tmp_path, code)
     assert "UnpicklingError" in done.stdout and "raised from refused: pickle.find_class" in done.stdout, done.stdout
+
+
+def test_a_compiled_copy_of_the_package_is_loaded_by_the_public_tests_alone(tmp_path):
+    again = "import sys\ndel sys.modules['pkg.mod']\nimport pkg.mod"  # mod.py imports itself again: from its .pyc
+    public = run(tmp_path / "public", again, everywhere=False, in_package=True)
+    worker = run(tmp_path / "worker", again, in_package=True)
+    assert public.stdout.strip() == "RAN", public.stderr
+    assert "RAN" not in worker.stdout and "refused: marshal.loads" in worker.stderr, worker.stderr
