@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import ast
 import inspect
 import math
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from _kit import call, check_equal, check_raises, check_true
+from _layout_reader import reinterpretations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,55 +183,10 @@ def test_decode_float_rejects_patterns_out_of_range_and_other_dtypes(memory):
     check_raises(ValueError, memory.decode_float, 0, torch.float64, why="decode_float reads five formats, not float64")
 
 
-# What decode_float (and whatever it uses) must not touch: ways to reinterpret bits as a float.
-REINTERPRETING_CALLS = {"view", "view_as", "frombuffer", "from_buffer", "from_buffer_copy", "from_numpy", "unpack",
-                        "unpack_from", "iter_unpack", "astype", "tobytes"}
-REINTERPRETING_NAMES = {"struct", "ctypes", "memoryview"}
-NUMPY_FLOAT_TYPES = {"float16", "float32", "float64", "half", "single", "double", "float_", "bfloat16", "longdouble"}
-
-
-def reinterpretations(source: str, root: str = "decode_float") -> list[str]:
-    """Where ``root`` (and the module-level definitions it names, transitively) reinterprets bits."""
-    tree = ast.parse(source)
-    imported = {}  # local name -> what it was imported as: "numpy", "struct.unpack"
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update({alias.asname or alias.name.split(".")[0]: alias.name if alias.asname
-                             else alias.name.split(".")[0] for alias in node.names})
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
-    defined: dict[str, list[ast.AST]] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.setdefault(node.name, []).append(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        defined.setdefault(name.id, []).append(node)
-    seen, todo, found = {root}, [root], []
-    while todo:
-        for top in defined.get(todo.pop(), []):
-            for node in ast.walk(top):
-                if isinstance(node, ast.Name) and node.id in defined and node.id not in seen:
-                    seen.add(node.id)
-                    todo.append(node.id)
-                module, _, member = imported.get(node.id, "").partition(".") if isinstance(node, ast.Name) else ("", "", "")
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in REINTERPRETING_CALLS:
-                    found.append(f".{node.func.attr}(...) on line {node.lineno}")
-                elif isinstance(node, ast.Name) and (node.id in REINTERPRETING_NAMES or module in {"struct", "ctypes"}
-                                                     or (module in {"numpy", "ml_dtypes"} and member in NUMPY_FLOAT_TYPES)):
-                    found.append(f"{node.id} on line {node.lineno}")
-                elif (isinstance(node, ast.Attribute) and node.attr in NUMPY_FLOAT_TYPES and isinstance(node.value, ast.Name)
-                      and imported.get(node.value.id, "").split(".")[0] in {"numpy", "ml_dtypes"}):
-                    found.append(f"{ast.unparse(node)} on line {node.lineno}")
-    return found
-
-
 @pytest.mark.rule("P1.decode-from-layout")
 def test_decode_float_is_bit_arithmetic(memory):
     check_equal(memory.decode_float, 0x3C00, torch.float16, expected=1.0)  # the form counts beside working code
-    found = reinterpretations(inspect.getsource(memory))
+    found = reinterpretations(Path(inspect.getsourcefile(memory)).parent)
     check_true(not found, "the source of memory.decode_float and the helpers it uses", ", ".join(found[:5]),
                "shifts, masks and math.ldexp: nothing reinterpreted with .view, frombuffer, struct, ctypes, "
                "memoryview, astype or numpy's float types", "memory.decode_float")

@@ -13,7 +13,7 @@ image, and ``run_autograder`` for every submission. The zip holds, at its root:
 - ``kit/``: pyproject.toml, README.md, the grader with its hidden suites, what the diagnosis of a
   failed test replays on: the reference solutions and the catalog of known mistakes, and what a failure
   quotes its handout rule from: handout.md and its reader ``tests/_rules.py``, and the worker's "code is reached
-  by its name" hook ``tests/_by_name.py`` (``setup.sh`` makes the kit readable by root alone, and the worker's sandbox never holds the kit); no stubs, public tests or the
+  by its name" hook ``tests/_by_name.py`` and P1's source reader ``tests/_layout_reader.py`` (``setup.sh`` makes the kit readable by root alone, and the worker's sandbox never holds the kit); no stubs, public tests or the
   kit's own tests.
 
 The zip is reproducible: fixed order, fixed timestamps, the same bytes for the same kit.
@@ -70,7 +70,7 @@ def _quote(value: str) -> str:
 
 def kit_files(kit: Path = KIT_ROOT) -> list[tuple[Path, str]]:
     """(file, name in the zip) for the kit's part of the bundle, sorted."""
-    shared = ("tests/_rules.py", "tests/_by_name.py")  # the public tests' modules the grader loads (grader.public)
+    shared = ("tests/_rules.py", "tests/_by_name.py", "tests/_layout_reader.py")  # the public tests' modules the grader loads (grader.public)
     files = [(kit / name, f"kit/{name}") for name in ("pyproject.toml", "README.md", "handout.md", *shared)]
     files += [(path, f"kit/solutions/{path.name}") for path in sorted((kit / "solutions").glob("*.py"))]
     for path in sorted((kit / "grader").rglob("*")):

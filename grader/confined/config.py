@@ -42,12 +42,13 @@ class WorkerConfig:
     namespaces: bool  # whether to try namespaces at all
     reachable: bool  # whether other users can read the interpreter (else the uid is not dropped)
     bubblewrap: bool  # started inside bubblewrap, which built the namespaces and the root
-    syscall_filter: str | None  # the seccomp program to load, relative to the working folder (None: none or bubblewrap's)
+    syscall_filter: str | None  # the seccomp program the worker loads, relative to the working folder (None: none)
     syscalls: str  # what the syscall filter does, for the isolation record
     syscall_numbers: dict[str, int]  # numbers of the calls the C library does not wrap, on this architecture
     covers: dict[str, str] = field(default_factory=dict)  # Withheld.covers, staged: path -> the file bound over it
     withheld_kernels: list[str] = field(default_factory=list)  # Withheld.kernels
     withheld_rule: str = ""  # Withheld.rule
+    code_by_name: bool = True  # Limits.code_by_name
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

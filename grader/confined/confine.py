@@ -257,7 +257,7 @@ def confine(config: WorkerConfig) -> dict[str, str]:
     program = Path(config.syscall_filter).read_bytes() if config.syscall_filter else b""  # while it can
     os.umask(0o022)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if config.bubblewrap:  # which loaded the syscall filter itself
+    if config.bubblewrap:  # which loaded the sandbox's filter; the worker's own (no new programs) comes on top
         obtained = _bubblewrapped(config)
         _die_with(parent)
     else:
@@ -309,4 +309,4 @@ def main() -> None:
     import worker  # noqa: E402 - only after confinement: it imports torch and the submission
 
     worker.serve(config.request_fd, config.response_fd, Path(os.getcwd(), worker.PACKAGE), obtained,
-                 config.withheld_kernels, config.withheld_rule)
+                 config.withheld_kernels, config.withheld_rule, config.code_by_name)

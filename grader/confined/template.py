@@ -140,7 +140,8 @@ def _serve(request: dict[str, Any], request_fd: int, response_fd: int, go: int) 
 
         config = WorkerConfig.from_json(request["config"])
         obtained = confine.forked(config, bytes.fromhex(request["filter"]), go)
-        worker.serve(request_fd, response_fd, Path(os.getcwd(), worker.PACKAGE), obtained)
+        worker.serve(request_fd, response_fd, Path(os.getcwd(), worker.PACKAGE), obtained,
+                     code_by_name=config.code_by_name)
         status = 0
     except BaseException:  # noqa: BLE001
         with contextlib.suppress(OSError):

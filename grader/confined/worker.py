@@ -90,7 +90,7 @@ def _leave_the_import_path() -> None:
 
 
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
-          withheld_kernels: Sequence[str] = (), withheld_rule: str = "") -> None:
+          withheld_kernels: Sequence[str] = (), withheld_rule: str = "", code_by_name: bool = True) -> None:
     """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``eager``), take the
     worker's modules off the import path, report the isolation (before any student code runs), refuse what
     "code is reached by its name" forbids (``_by_name``: from here on, for every thread), import the package,
@@ -102,10 +102,12 @@ def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, 
     _leave_the_import_path()
     gc.freeze()  # the kit's and torch's objects: the collector walks only what the submission makes
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))
-    sys.dont_write_bytecode = True  # the package is compiled from its text alone: a compiled copy would be refused
-    by_name.install(str(folder), everywhere=True, trusted=TRUSTED_EVENTS)
-    isolation = {**isolation, "code by name": "compiling or running text, unpickling, marshal, ctypes, frame and "
-                                              "referrer walks refused from the submission's import on (audit hook)"}
+    if code_by_name:
+        sys.dont_write_bytecode = True  # the package is compiled from its text alone: a compiled copy is refused
+        by_name.install(str(folder), everywhere=True, trusted=TRUSTED_EVENTS)
+        isolation = {**isolation, "code by name": "compiling or running text, unpickling, marshal, ctypes, frame "
+                                                  "and referrer walks refused from the submission's import on "
+                                                  "(audit hook)"}
     wire.write_frame(channel.responses, {"$type": "hello", "isolation": isolation})
     ready: dict[str, Any] = {"$type": "ready"}
     try:

@@ -58,7 +58,8 @@ class Launched:
 
 @functools.cache
 def syscall_filter() -> bytes | None:
-    return syscalls.deny_filter()
+    """The filter the worker loads itself, which also refuses to start a program."""
+    return syscalls.deny_filter(start_programs=False)
 
 
 def worker_folders(package: Path, uid: int | None) -> Path:
@@ -98,8 +99,8 @@ def stage_covers(base: Path, withheld: Withheld | None) -> dict[str, str]:
 
 
 def _seccomp_fd(wrapped: bool) -> int | None:
-    """A memfd holding the syscall filter, for bubblewrap to load (None where it does not)."""
-    program = syscall_filter()
+    """A memfd holding the syscall filter, for bubblewrap to load around what it starts (None where it does not)."""
+    program = syscalls.deny_filter()
     if not wrapped or program is None:
         return None
     fd = os.memfd_create("seccomp")
@@ -117,10 +118,10 @@ def _config(base: Path, limits: Limits, masks: list[str], readonly: list[str], u
         uid=uid, gid=uid, request_fd=fds[0], response_fd=fds[1], placement_fd=fds[2],
         file_bytes=limits.file_bytes, disk_bytes=limits.disk_bytes, processes=limits.processes,
         namespaces=limits.namespaces, reachable=all(bubblewrap.open_to_others(p) for p in expose), bubblewrap=wrapped,
-        syscall_filter=f"_kit/{SYSCALL_FILTER}" if program and not wrapped else None,
+        syscall_filter=f"_kit/{SYSCALL_FILTER}" if program else None,
         syscalls=syscalls.describe(program is not None), syscall_numbers=syscalls.numbers(syscalls.BY_NUMBER),
         covers=stage_covers(base, withheld), withheld_kernels=list(withheld.kernels) if withheld else [],
-        withheld_rule=withheld.rule if withheld else "")
+        withheld_rule=withheld.rule if withheld else "", code_by_name=limits.code_by_name)
 
 
 def launch(package: Path, limits: Limits, masks: list[str], readonly: list[str],

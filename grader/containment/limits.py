@@ -28,6 +28,9 @@ class Limits:
     # host that refuses namespaces gives: uid drop and limits only) picks a weaker mode, to compare modes.
     namespaces: bool = field(default_factory=lambda: os.environ.get("GRADER_CONFINEMENT") != "none")
     bubblewrap: bool = field(default_factory=lambda: os.environ.get("GRADER_CONFINEMENT") not in ("none", "namespaces"))
+    # the worker's "code is reached by its name" audit hook (tests/_by_name.py): off only where the kit's own
+    # tests probe the kernel surface from inside a worker with ctypes
+    code_by_name: bool = True
 
     @classmethod
     def of(cls, options: GradingOptions) -> Limits:

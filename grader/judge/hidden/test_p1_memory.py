@@ -6,7 +6,6 @@ Oracles: ``element_size()``, ``torch.finfo``, PyTorch's own reading of every bit
 
 from __future__ import annotations
 
-import ast
 import functools
 import math
 
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 from grader.judge.drivers.same import same
 from grader.judge.hidden._contract import answers, refused_or_as_for, type_tree
 from grader.judge.handle import StudentError
+from grader.public import public_module
 
 E8M0 = [torch.float8_e8m0fnu] if hasattr(torch, "float8_e8m0fnu") else []  # PyTorch 2.7+
 SIZED_DTYPES = [
@@ -248,77 +248,13 @@ def test_decode_float_e4m3fn_top_exponent(sub):
     check_patterns(sub, torch.float8_e4m3fn, [sign << 7 | 0b1111 << 3 | m for sign in (0, 1) for m in range(8)])
 
 
-# What decode_float (and whatever it uses) must not touch: ways to reinterpret bits as a float.
-_REINTERPRETING_CALLS = {"view", "view_as", "frombuffer", "from_buffer", "from_buffer_copy", "from_numpy",
-                         "unpack", "unpack_from", "iter_unpack", "astype", "tobytes"}
-_REINTERPRETING_MODULES = {"struct", "ctypes"}
-_FLOAT_TYPE_MODULES = {"numpy", "ml_dtypes"}
-_FLOAT_TYPES = {"float16", "float32", "float64", "half", "single", "double", "float_", "bfloat16", "longdouble"}
-
-
-def _imports(tree: ast.Module) -> dict[str, str]:
-    """Local name -> what it was imported as (``np`` -> ``numpy``, ``unpack`` -> ``struct.unpack``)."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
-
-
-def _reachable(tree: ast.Module, root: str) -> list[ast.AST]:
-    """``root``'s definition plus the module-level definitions and assignments it (transitively) names."""
-    defined: dict[str, list[ast.AST]] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.setdefault(node.name, []).append(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        defined.setdefault(name.id, []).append(node)
-    seen, todo, nodes = {root}, [root], []
-    while todo:
-        for node in defined.get(todo.pop(), []):
-            nodes.append(node)
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Name) and inner.id in defined and inner.id not in seen:
-                    seen.add(inner.id)
-                    todo.append(inner.id)
-    return nodes
-
-
-def _reinterpretations(nodes: list[ast.AST], imports: dict[str, str]) -> list[str]:
-    def banned_import(name: str) -> bool:
-        module, _, member = imports.get(name, "").partition(".")
-        return module in _REINTERPRETING_MODULES or (module in _FLOAT_TYPE_MODULES and member in _FLOAT_TYPES)
-
-    found = []
-    for node in (inner for top in nodes for inner in ast.walk(top)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REINTERPRETING_CALLS:
-            found.append(f".{node.func.attr}(...) on line {node.lineno}")
-        elif isinstance(node, ast.Name) and (node.id in _REINTERPRETING_MODULES | {"memoryview"} or banned_import(node.id)):
-            found.append(f"{node.id} on line {node.lineno}")
-        elif (isinstance(node, ast.Attribute) and node.attr in _FLOAT_TYPES and isinstance(node.value, ast.Name)
-              and imports.get(node.value.id, "").split(".")[0] in _FLOAT_TYPE_MODULES):
-            found.append(f"{ast.unparse(node)} on line {node.lineno}")
-    return found
-
-
 @pytest.mark.rule("P1.decode-from-layout")
 @pytest.mark.points(0.75)
 def test_decode_float_uses_bit_arithmetic(sub):
     """decode_float decodes from the layout (no .view/frombuffer/struct/numpy reinterpretation)"""
     check_patterns(sub, torch.float16, [0x3C00, 0x8000, 0x0001, 0x7C00])
-    source = sub.source("memory")
-    tree = ast.parse(source)
-    nodes = _reachable(tree, "decode_float")
-    assert nodes, "memory.py has no top-level function decode_float"
-    found = _reinterpretations(nodes, _imports(tree))
+    sub.source("memory")  # the source text is read (a replay cannot follow)
+    found = public_module("_layout_reader.py").reinterpretations(sub.source_dir)
     assert not found, (
         "memory.decode_float (or a helper it uses) reinterprets bits instead of decoding the layout: "
         f"{', '.join(found[:5])}; use shifts, masks and math.ldexp (handout.md, section 'memory.decode_float')")

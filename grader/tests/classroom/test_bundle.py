@@ -54,7 +54,7 @@ def run_autograder(autograder: Path, **env: str) -> tuple[subprocess.CompletedPr
     return run, json.loads((autograder / "results" / "results.json").read_text())
 
 
-SHARED = ("kit/tests/_rules.py", "kit/tests/_by_name.py")  # the public tests' modules the grader shares
+SHARED = ("kit/tests/_rules.py", "kit/tests/_by_name.py", "kit/tests/_layout_reader.py")  # the public tests' modules the grader shares
 
 
 def test_bundle_holds_the_scripts_the_grader_and_what_diagnosis_replays_on(autograder_zip, tmp_path):
@@ -62,7 +62,7 @@ def test_bundle_holds_the_scripts_the_grader_and_what_diagnosis_replays_on(autog
         infos = {info.filename: info for info in bundled.infolist()}
     assert {"setup.sh", "run_autograder", "config.sh", "kit/pyproject.toml", "kit/README.md",
             "kit/grader/grading/grade.py", "kit/grader/judge/hidden/pytest.ini", "kit/solutions/memory.py",
-            "kit/grader/mistakes/p1_memory.toml", "kit/handout.md", "kit/tests/_rules.py", "kit/tests/_by_name.py"} <= set(infos)
+            "kit/grader/mistakes/p1_memory.toml", "kit/handout.md", *SHARED} <= set(infos)
     assert any(name.startswith("kit/grader/judge/hidden/test_p") for name in infos)
     for name in ("setup.sh", "run_autograder"):
         assert stat.S_IMODE(infos[name].external_attr >> 16) == 0o755

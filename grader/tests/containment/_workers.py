@@ -18,7 +18,6 @@ MARKER = f"kit-sandbox-test-{secrets.token_hex(4)}"
 MODULE = '''
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -39,8 +38,7 @@ def whoami():
 
 
 def crash():
-    import ctypes
-    ctypes.string_at(0)
+    os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def leave(status=3):
@@ -117,9 +115,12 @@ def busy_child(mib=64, seconds=0.3):
 
 def kernel_surface(numbers):
     """What each call reaching past the sandbox returned: 0 (it worked) or its errno. ``numbers``: this
-    architecture's numbers of ``io_setup`` and ``io_uring_setup``."""
+    architecture's numbers of ``io_setup`` and ``io_uring_setup``. Run where ctypes is allowed (the worker's
+    audit hook off)."""
     import ctypes
+    import fcntl
     libc = ctypes.CDLL(None, use_errno=True)
+    shared = os.open(sys.executable, os.O_RDONLY)  # a file every sandbox reads
     libc.syscall.restype = ctypes.c_long
     context, params = ctypes.c_ulong(0), (ctypes.c_char * 120)()
 
@@ -136,12 +137,17 @@ def kernel_surface(numbers):
              "mount tmpfs": lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None),
              "ptrace attach parent": lambda: libc.ptrace(16, os.getppid(), None, None),
              "io_setup": lambda: libc.syscall(numbers["io_setup"], 1, ctypes.byref(context)),
-             "io_uring_setup": lambda: min(0, libc.syscall(numbers["io_uring_setup"], 1, params))}
+             "io_uring_setup": lambda: min(0, libc.syscall(numbers["io_uring_setup"], 1, params)),
+             "flock": lambda: libc.flock(shared, fcntl.LOCK_SH),
+             "fcntl F_OFD_SETLK": lambda: libc.fcntl(shared, fcntl.F_OFD_SETLK, (ctypes.c_char * 32)()),
+             "fcntl F_SETLK": lambda: libc.fcntl(shared, fcntl.F_SETLK, (ctypes.c_char * 32)()),
+             "inotify_init1": lambda: min(0, libc.inotify_init1(0)),
+             "execve": lambda: in_a_child(lambda: libc.execve(sys.executable.encode(), None, None))}
     found = {}
     for name, attempt in calls.items():
         ctypes.set_errno(0)
         result = attempt()
-        found[name] = result if name.startswith("unshare") else 0 if result == 0 else ctypes.get_errno()
+        found[name] = result if name.startswith("unshare") or name == "execve" else 0 if result == 0 else ctypes.get_errno()
     return found
 
 
@@ -154,13 +160,22 @@ def flood(megabytes=200):
 
 
 def sleepers():
-    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    code = "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in (1, 2, 15)]; time.sleep(120)"
-    subprocess.Popen([sys.executable, "-c", code, MARKER], start_new_session=True, **quiet)
+    """A child in a session of its own and a double-forked one, both ignoring SIGHUP, SIGINT and SIGTERM (forked:
+    the worker may start no program), each named by the marker."""
+    def sleep_here():
+        for number in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
+        held = open(f"/tmp/{MARKER}", "a")  # noqa: F841, SIM115 - what marked_processes() finds it by
+        time.sleep(120)
+        os._exit(0)
+
+    if os.fork() == 0:
+        os.setsid()
+        sleep_here()
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.execv(sys.executable, [sys.executable, "-c", code, MARKER])
+            sleep_here()
         os._exit(0)
     return "started"
 
@@ -295,7 +310,8 @@ def marked_processes() -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         try:
-            if entry.isdigit() and MARKER.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+            if entry.isdigit() and (MARKER.encode() in Path(f"/proc/{entry}/cmdline").read_bytes()
+                                    or any(MARKER in os.readlink(link) for link in Path(f"/proc/{entry}/fd").iterdir())):
                 found.append(int(entry))
         except OSError:
             pass
