@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import _kit
+from _by_name import described
 from _kit import call, check_equal, check_raises, check_true, describe_call, not_implemented
 
 SAVE = "checkpoint.save_checkpoint"
@@ -422,8 +423,10 @@ def test_checkpoint_with_code_is_refused(checkpoint, tmp_path):
             fn(*args)
         except NotImplementedError as exc:
             not_implemented(fn, args, {}, exc)
-        except Exception:  # noqa: BLE001 - refusing is right (torch raises pickle.UnpicklingError)
-            pass
+        except Exception as exc:  # noqa: BLE001 - refusing is right (torch raises pickle.UnpicklingError)
+            check_true("refused: pickle.find_class" not in described(exc), f"checkpoint.{fn.__name__}(evil.pt, ...)",
+                       f"raised {described(exc)}", "a refusal by torch.load(..., weights_only=True): the file was "
+                       "unpickled with its globals, which only the sandbox stopped", f"checkpoint.{fn.__name__}")
         else:
             check_true(False, f"checkpoint.{fn.__name__}(evil.pt, ...)", "it loaded",
                        f"an error such as {pickle.UnpicklingError.__name__}: load with weights_only=True",

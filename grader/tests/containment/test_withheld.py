@@ -96,7 +96,8 @@ def test_a_stub_keeps_every_name_and_runs_nothing():
 def test_the_withholding_worker_reads_and_reaches_only_stubs(tmp_path, confinement):
     if bubblewrap.why_not_usable():
         pytest.skip(bubblewrap.why_not_usable())
-    limits = Limits(memory_bytes=1536 << 20, processes=64, bubblewrap=confinement == "bubblewrap")
+    # the audit hook off: the probe walks the collector and finalizers, to show the withholding has no handle even so
+    limits = Limits(memory_bytes=1536 << 20, processes=64, bubblewrap=confinement == "bubblewrap", code_by_name=False)
     worker = Worker(a_package(tmp_path, look=LOOK), limits, withheld=optim_stubs.withheld())
     try:
         answer = worker.request({"$type": "call", "id": 1, "target": "look.look", "args": wire.encode([]),
