@@ -106,6 +106,23 @@ def test_exceptions_cross_as_names_and_message():
     assert raised.message == "bad size" and raised.type == "Custom"
 
 
+def test_a_refusal_a_library_wrapped_crosses_in_the_message():
+    class Refused(RuntimeError):  # the worker's audit hook's (tests/_by_name.py)
+        pass
+
+    try:
+        try:
+            raise Refused("refused: pickle.find_class in numpy/lib/format.py")
+        except Refused as refusal:
+            raise OSError("Failed to interpret file as a pickle") from refusal
+    except OSError as wrapped:
+        raised = roundtrip(wrapped)
+    assert raised.type == "OSError"
+    assert raised.message == ("Failed to interpret file as a pickle "
+                              "(raised from refused: pickle.find_class in numpy/lib/format.py)")
+    assert roundtrip(OSError("plain")).message == "plain"
+
+
 @pytest.mark.parametrize("data", [
     {"$t": "tensor", "dtype": "float32", "shape": [2], "data": b"\0\0\0\0"},  # wrong byte count
     {"$t": "tensor", "dtype": "__class__", "shape": [1], "data": b""},
