@@ -170,7 +170,9 @@ def test_resume_is_bit_identical(sub, fresh):
     """A run resumed from a checkpoint continues bit-identically to the uninterrupted run"""
     for optimizer, warmup in (("adamw", 3), ("sgd_momentum", 1)):
         point = drive.save_point(optimizer, warmup=warmup, steps=4)  # the uninterrupted run, in the judge
-        _, _, model, loaded = save_and_reload(sub, fresh, point)
+        data, _, model, loaded = save_and_reload(sub, fresh, point)
+        check_holds(data, f"{SAVE}(model, {optimizer}, {ITERATION}, path)", model=point.model,
+                    optimizer=point.optimizer, rng=point.rng, iteration=ITERATION)
         with drive.one_thread(fresh.sub):
             resumed = [drive.train_step(fresh.sub, model, loaded) for _ in range(4)]
         what = (f"save after {warmup} steps ({optimizer}), in a fresh process scramble all RNGs, {LOAD} into a "
@@ -208,6 +210,7 @@ def test_file_objects(sub, fresh):
         on_disk = written(folder, "ckpt.bin", call)
     assert on_disk[: len(prefix)] == prefix and len(on_disk) > len(prefix), (
         f"{call} left {len(on_disk)} bytes in the file, expected the prefix kept and the checkpoint after it")
+    check_holds(on_disk[len(prefix):], call, model=point.model, iteration=ITERATION, extras={"note": "kept"})
 
     # Loaded in the fresh worker, from the same bytes: a BytesIO, and the file opened there.
     for kind, source in (("buffer", "BytesIO"), ("file", "open(path, 'rb')")):
@@ -316,6 +319,7 @@ def test_failed_save_is_atomic(sub, fresh):
         files = folder.listing()
         assert files == ["ckpt.pt"], f"{SAVE}(..., 'ckpt.pt') left {files} in its directory, expected only ['ckpt.pt']"
         before = written(folder, "ckpt.pt", f"{SAVE}(model, optimizer, 1, 'ckpt.pt')")
+        check_holds(before, f"{SAVE}(model, optimizer, 1, 'ckpt.pt')", iteration=1)
         # The failure: the optimizer's hyperparameters hold a lock, which pickle refuses only once
         # torch.save is under way (the output already opened), as a full disk would fail it.
         group = optimizer.get("param_groups", keep=True).call("__getitem__", 0, keep=True)
@@ -340,6 +344,7 @@ def test_failed_save_is_atomic(sub, fresh):
         check_no_raise(third, f"{SAVE}(model, optimizer, 3, 'ckpt.pt') after the failure")
         files = folder.listing()
         last = written(folder, "ckpt.pt", f"{SAVE}(model, optimizer, 3, 'ckpt.pt')")
+        check_holds(last, f"{SAVE}(model, optimizer, 3, 'ckpt.pt') after the failure", iteration=3)
     loaded = fresh.sub.attempt(LOAD, fresh.path(last), *drive.build_run(fresh.sub, "adamw"))
     assert files == ["ckpt.pt"] and loaded == 3, (
         f"a later successful save left {files} and loads in a fresh process as iteration {outcome(loaded)}, "
@@ -355,6 +360,7 @@ def test_checkpoint_carrying_code_is_refused(sub, fresh):
         call = f"{SAVE}(model, optimizer, 1, 'legit.pt', note='ok')"
         check_no_raise(sub.attempt(SAVE, model, optimizer, 1, folder.path("legit.pt"), note="ok"), call)
         legit = written(folder, "legit.pt", call)
+        check_holds(legit, call, iteration=1, extras={"note": "ok"})
     loaded = fresh.sub.attempt(LOAD, fresh.path(legit), *drive.build_run(fresh.sub, "adamw"))
     assert loaded == 1, (f"{LOAD}('legit.pt', ...) of an ordinary checkpoint, in a fresh process, returned "
                          f"{outcome(loaded)}, expected 1")
