@@ -72,6 +72,10 @@ class Backend(Protocol):
 
     def measure(self, reset_peak: bool = False) -> Usage | None: ...
 
+    def measure_files(self) -> int | None:
+        """Bytes on disk of the files the worker wrote where it may write to disk, read from outside it; None
+        when not running."""
+
     def measure_gpu(self) -> GpuUsage | None:
         """What the worker's processes hold for the GPU, read from outside them; None when not running."""
 

@@ -23,12 +23,17 @@ rchar does not see) come from the cgroup (``pgfault``: every task that ever ran 
 the tree walk (``minflt`` + ``majflt`` of each process with ``cminflt`` + ``cmajflt`` of its
 reaped children, from /proc/<pid>/stat). How long the tree's threads were ready to run but waited for a
 CPU comes from each live thread's /proc/<pid>/task/<tid>/schedstat (kernels with ``CONFIG_SCHED_INFO``).
+
+Files the tree wrote where it may write to disk (the exchange folder) are read apart, when asked
+(``held_files_bytes``): a file written through a shared mapping passes no write(2), and once unmapped its
+pages are page cache no process maps, which the memory figures leave out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -139,6 +144,37 @@ def owned_files(folder: Path, uid: int) -> list[Path]:
 def memory_bytes(pids: set[int], uid: int | None) -> int:
     """What the tree ``pids`` holds, as the watchdog counts it where no cgroup does."""
     return resident_bytes(pids) + hidden_bytes(pids, uid)
+
+
+def held_files_bytes(pids: set[int], folder: Path, uid: int | None) -> int:
+    """Bytes on disk of the files the tree wrote on ``folder``'s filesystem (the one place it may write to
+    disk): those under ``folder`` that ``uid`` owns, and those it holds open or maps (/proc/<pid>/fd and
+    /proc/<pid>/map_files, the latter readable by root) that ``uid`` owns, named or not; with no dedicated
+    ``uid``, only the unnamed ones it holds. Each file once."""
+    try:
+        device = folder.stat().st_dev
+    except OSError:
+        return 0
+    found: dict[int, int] = {}
+
+    def take(info: os.stat_result) -> None:
+        if info.st_dev == device and stat.S_ISREG(info.st_mode) and (
+                info.st_uid == uid if uid is not None else info.st_nlink == 0):
+            found[info.st_ino] = info.st_blocks * 512
+
+    for path in owned_files(folder, uid) if uid is not None else ():
+        with contextlib.suppress(OSError):
+            take(path.lstat())
+    for pid in pids:
+        for kind in ("fd", "map_files"):
+            try:
+                names = os.listdir(f"/proc/{pid}/{kind}")
+            except OSError:
+                continue
+            for name in names:
+                with contextlib.suppress(OSError):
+                    take(os.stat(f"/proc/{pid}/{kind}/{name}"))
+    return sum(found.values())
 
 
 def _high_water_bytes(pid: int) -> int:

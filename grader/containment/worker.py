@@ -238,6 +238,13 @@ class Worker:
             return None
         return self._meter.read(reset_peak)
 
+    def measure_files(self) -> int | None:
+        """Bytes on disk of the files the worker's tree wrote in the exchange folder, the one place it may write
+        to disk, whether it holds them open, maps them or left them there (``tree.held_files_bytes``); None
+        when not running."""
+        pids = self._pids()
+        return None if pids is None else tree.held_files_bytes(pids, self._run.base / "work" / EXCHANGE, self._run.uid)
+
     def measure_gpu(self) -> GpuUsage | None:
         """What the worker's processes hold for the GPU (``containment.gpu``: their device memory as
         the NVIDIA driver lists it, their pinned host mappings in /proc); None when not running."""

@@ -99,7 +99,12 @@ class GradingResult:
 
     @property
     def provisional(self) -> bool:
-        return any(t.status == "not_run" for t in self.tests)
+        """GPU tests were not run: a GPU runner's pass gives the official grade."""
+        return any(t.status == "not_run" and t.gpu for t in self.tests)
+
+    def not_measurable_here(self) -> list[TestResult]:
+        """Tests this host could not grade (not GPU tests: a measurement it cannot make, said in their message)."""
+        return [t for t in self.tests if t.status == "not_run" and not t.gpu]
 
     def problems(self) -> dict[str, ProblemScore]:
         """Per problem (P1..P8, in order): points, points not run, tests passed, first failure."""
@@ -135,6 +140,9 @@ class GradingResult:
             summary.append("GPU pass: only the GPU tests were run here; the other tests are graded by the CPU pass.")
         elif self.provisional:
             summary.append("Provisional: GPU tests were not run here; the official grade comes from a GPU runner.")
+        if self.options.get("gpu") != "only" and self.not_measurable_here():
+            summary.append("Not graded on this host: " + "; ".join(
+                f"{t.problem} {t.name} ({t.message})" for t in self.not_measurable_here()))
         summary += list(self.notes)
         return {
             "score": self.score,

@@ -306,6 +306,12 @@ class Submission:
         most held from this one on. Starts the worker if it is not running."""
         return self._reading(lambda: self.backend.measure(reset_peak))
 
+    def measure_files(self) -> int:
+        """Bytes on disk of the files the worker's tree wrote where it may write to disk (the exchange folder:
+        left there, held open or mapped, named or not), read by the judge from outside it
+        (``Backend.measure_files``). Starts the worker if it is not running."""
+        return self._reading(self.backend.measure_files)
+
     def measure_gpu(self) -> GpuUsage:
         """What the worker's processes hold for the GPU (device memory as the NVIDIA driver lists it, pinned
         host memory as its mappings show), read by the judge from outside them (``Backend.measure_gpu``).

@@ -18,7 +18,7 @@ from ..backend import Exchange, GpuUsage, OnCallback, Usage
 from ..confined.dispatch import Dispatcher
 from ..confined.worker import CallbackFailed, load_package
 from ..containment import gpu
-from ..containment.tree import Meter
+from ..containment.tree import Meter, held_files_bytes
 
 __all__ = ["Dispatcher", "InProcess", "load_package"]
 
@@ -67,6 +67,10 @@ class InProcess:
 
     def measure(self, reset_peak: bool = False) -> Usage:
         return self._meter.read(reset_peak)
+
+    def measure_files(self) -> int:
+        """The unnamed files this process holds in its exchange folder (it has no uid of its own)."""
+        return held_files_bytes({os.getpid()}, self.exchange().host, None)
 
     def measure_gpu(self) -> GpuUsage:
         """This process's own (the judge's, the submission's with it)."""

@@ -124,6 +124,14 @@ def rules_of(item: pytest.Item) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for marker in item.iter_markers("rule") for i in marker.args))
 
 
+def skip_reason(longrepr: object) -> str:
+    """Why a test skipped itself (``pytest.skip(reason)``: pytest keeps (path, line, "Skipped: reason")), said
+    as a test not run."""
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+    reason = str(reason).removeprefix("Skipped: ").strip()
+    return reason if reason.lower().startswith("not run") else f"not run: {reason}" if reason else "not run"
+
+
 def clean_message(longrepr: object) -> str:
     """The failure's own message: no source lines, no traceback, no assertion rewriting."""
     crash = getattr(longrepr, "reprcrash", None)
@@ -227,7 +235,7 @@ class Recorder:
             elif self.diagnosis is not None and self.submission is not None:
                 self.diagnosis.failed(record, self.submission)
         elif report.skipped and record.status == "error":
-            record.status, record.message = "not_run", self.not_run_reason(record.gpu) or "not run"
+            record.status, record.message = "not_run", self.not_run_reason(record.gpu) or skip_reason(report.longrepr)
         elif report.passed and report.when == "call" and record.status == "error":
             record.status, record.message = "passed", ""
 

@@ -71,11 +71,15 @@ def refusal(found: dict) -> str | None:
 def verdicts(reference: GradingResult, stubs: GradingResult,
              mutants: list[tuple[mistakes.Mutant, GradingResult]]) -> list[Verdict]:
     """The acceptance, a pure function of the gradings."""
-    not_run = [t.name for t in reference.tests if t.status == "not_run"]
     gpu_tests = [t for t in reference.tests if t.gpu]
+    not_run = [t.name for t in gpu_tests if t.status == "not_run"]
+    elsewhere = reference.not_measurable_here()
+    runnable = reference.max_score - sum(t.points for t in elsewhere)
     lines = [
-        Verdict("reference at full marks", not reference.error and reference.score == reference.max_score,
-                f"{reference.score:g} / {reference.max_score:g}" + (f"; error: {reference.error}" if reference.error else "")),
+        Verdict("reference at full marks", not reference.error and reference.score == runnable,
+                f"{reference.score:g} / {reference.max_score:g}"
+                + "".join(f"; not graded here: {t.name} ({t.message})" for t in elsewhere)
+                + (f"; error: {reference.error}" if reference.error else "")),
         Verdict("every GPU test run", bool(gpu_tests) and not not_run,
                 f"{len(gpu_tests)} GPU tests" + (f"; not run: {', '.join(not_run)}" if not_run else "")),
         Verdict("stubs at 0", not stubs.error and stubs.score == 0, f"{stubs.score:g} / {stubs.max_score:g}"),

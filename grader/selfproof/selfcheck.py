@@ -75,7 +75,7 @@ def check_reference(jobs: int) -> tuple[bool, GradingResult]:
     ok = not result.error and result.score == runnable and result.max_score == sum(p.points for p in PROBLEMS.values())
     failing = [f"{t.problem} {t.name}: {t.message}" for t in result.tests if t.status == "failed"]
     console.print(f"[{'green' if ok else 'red'}]reference[/]: {result.score:g} / {result.max_score:g} "
-                  f"({result.max_score - runnable:g} GPU points not run here) in {result.execution_time:.0f} s")
+                  f"({result.max_score - runnable:g} points not run here) in {result.execution_time:.0f} s")
     for line in failing[:10]:
         console.print(f"  failed: {line[:300]}")
     return ok, result

@@ -236,10 +236,22 @@ def backward_of_square_sum(output: Remote) -> None:
 
 def held_bytes(sub: Submission) -> int:
     """The memory the worker's whole process tree holds, as the kernel counts it (its cgroup: memfds,
-    tmpfs files and children included; else its processes in /proc: ``Submission.measure``), plus
-    every byte it has written (wchar: to a file on disk, with O_DIRECT or not, memory that left it)."""
+    tmpfs files, kernel buffers and children included; else its processes in /proc: ``Submission.measure``),
+    plus every byte it has written (wchar: to a file on disk, with O_DIRECT or not, memory that left it)
+    and what its files on disk hold (written through a shared mapping too: ``Submission.measure_files``)."""
     usage = sub.measure()
-    return usage.memory_bytes + usage.written_bytes
+    return usage.memory_bytes + usage.written_bytes + sub.measure_files()
+
+
+NO_KERNEL_COUNT = ("not run: this host gives the worker no memory limit that counts kernel buffers (a cgroup): "
+                   "what it keeps passed the count of its processes' memory and files, which leaves out what pipes "
+                   "and sockets hold, so the point is not awarded here (a failure would stand)")
+
+
+def kernel_buffers_counted(sub: Submission) -> bool:
+    """Whether the worker's memory figure is its cgroup's, which charges kernel buffers (pipes, sockets,
+    message queues) too; the watchdog's count of its processes does not."""
+    return sub.measure().source.startswith("cgroup")
 
 
 def return_freed_memory(sub: Submission) -> None:

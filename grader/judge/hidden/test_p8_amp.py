@@ -292,7 +292,8 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     """checkpointed keeps about one block input per block for backward; enabled=False keeps everything"""
     # Expected: what a plain forward keeps, counted here in the judge with saved_tensors_hooks.
     # Measured: how much the memory of the worker's whole process tree grows (read by the judge from its
-    # cgroup, which counts memfds, tmpfs files and children too; else from /proc: sub.measure)
+    # cgroup, which counts memfds, tmpfs files, kernel buffers and children too; else from /proc: sub.measure),
+    # with its files on disk (sub.measure_files)
     # while the forward builds its output, after the judge had the worker's C library hand freed
     # memory back at once, and after a first run that takes one-time allocations. A forward driven by
     # the judge itself (library modules only) first shows that the measurement sees activations.
@@ -320,6 +321,11 @@ def test_checkpointed_keeps_only_block_inputs(sub):
     assert off >= MEASURABLE * plain, (
         f"{call}, enabled=False) grew the worker's memory by {off} bytes, expected about the plain "
         f"forward's {plain}: enabled=False runs the blocks without checkpointing")
+    # A pass is a proof only where the worker's memory is a kernel memory limit's count (its cgroup charges the
+    # kernel buffers of pipes, sockets and message queues: measured, grader/tests/containment/test_kernel_buffers.py);
+    # the watchdog's count leaves them out, so there a failure stands and a pass is not awarded.
+    if not drive.kernel_buffers_counted(sub):
+        pytest.skip(drive.NO_KERNEL_COUNT)
 
 
 @pytest.mark.rule("P8.train-losses", "P8.train-steps-count")

@@ -77,6 +77,57 @@ def balloon(where="memfd", gib=3):
     return "held"
 
 
+PARKED = []
+
+
+def park(kind="pipes", mib=48):
+    """Hold about ``mib`` MiB in kernel buffers: pipes filled to their size, or Unix socket pairs filled
+    until the sender would block; kept until ``unpark``."""
+    import socket
+    held = 0
+    while held < mib << 20:
+        if kind == "pipes":
+            reader, writer = os.pipe()
+            os.set_blocking(writer, False)
+            PARKED.extend((reader, writer))
+            send = lambda chunk: os.write(writer, chunk)  # noqa: E731
+        else:
+            one, other = socket.socketpair()
+            one.setblocking(False)
+            PARKED.extend((one, other))
+            send = one.send
+        try:
+            while True:
+                held += send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+    return held
+
+
+def unpark():
+    for end in PARKED:
+        end.close() if hasattr(end, "close") else os.close(end)
+    PARKED.clear()
+
+
+def mapped_file(named=True, mib=32):
+    """Write ``mib`` MiB into a file of the exchange folder through a shared mapping only, unmapped: a named
+    file left there (closed), or an unnamed one held open."""
+    import mmap
+    if named:
+        fd = os.open(os.path.join("exchange", "mapped-" + MARKER), os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+    else:
+        fd = os.open("exchange", os.O_TMPFILE | os.O_RDWR, 0o600)
+        PARKED.append(fd)
+    os.ftruncate(fd, mib << 20)
+    with mmap.mmap(fd, mib << 20, mmap.MAP_SHARED) as mapping:
+        for start in range(0, mib << 20, 1 << 20):
+            mapping[start:start + (1 << 20)] = b"y" * (1 << 20)
+    if named:
+        os.close(fd)
+    return mib
+
+
 PINNED = []
 
 

@@ -31,9 +31,17 @@ def test_score_counts_only_passed_tests():
     assert problems["P2"].score == 3 and problems["P3"].total == 0
 
 
-def test_provisional_exactly_when_a_test_was_not_run():
+def test_provisional_exactly_when_a_gpu_test_was_not_run():
     assert not result(t(), t(status="failed")).provisional
     assert result(t(), t(status="not_run", gpu=True)).provisional
+
+
+def test_a_test_this_host_cannot_measure_is_not_a_gpu_matter_and_the_summary_says_which():
+    why = "not run: this host gives the worker no memory limit that counts kernel buffers (a cgroup)"
+    graded = result(t(), t(problem="P8", status="not_run", name="keeps only block inputs", message=why))
+    data = graded.to_gradescope_dict()
+    assert not graded.provisional and "Provisional" not in data["output"]
+    assert f"Not graded on this host: P8 keeps only block inputs ({why})" in data["output"]
 
 
 def test_gradescope_dict_keeps_the_kit_keys_under_extra_data_and_writes_each_test_once():

@@ -72,8 +72,14 @@ def test_gpu_tests_are_not_run_and_the_grade_is_provisional(graded):
     assert graded.problems()["P1"].not_run == 1
 
 
+def test_a_test_this_host_cannot_grade_says_why_and_leaves_the_grade_final(graded):
+    test = named(graded, "test_unmeasurable")
+    assert (test.status, test.message) == ("not_run", "not run: this host cannot make the measurement the test needs")
+    assert graded.not_measurable_here() == [test]
+
+
 def test_scores_and_isolation_are_reported(graded):
-    assert graded.score == 6 and graded.max_score == 10
+    assert graded.score == 6 and graded.max_score == 11
     assert graded.problems()["P3"].score == 2
     assert graded.isolation.get("network", "").startswith("none") or sys.platform != "linux"
     assert "user" in graded.isolation
@@ -81,5 +87,5 @@ def test_scores_and_isolation_are_reported(graded):
 
 def test_in_process_mode_gives_the_same_verdicts_on_safe_calls(doctored):
     result = grade(doctored, hidden=HIDDEN, in_process=True, profile="ci", problems=["P3"])
-    assert [t.status for t in result.tests] == ["passed"]
+    assert [t.status for t in result.tests] == ["passed", "not_run"]
     assert "UNSAFE" in result.isolation["mode"]

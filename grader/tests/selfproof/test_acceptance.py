@@ -33,6 +33,19 @@ def test_a_good_runner_passes_every_check():
     assert all(line.ok for line in lines), lines
 
 
+def test_a_cpu_test_this_runner_cannot_measure_is_named_and_not_held_against_it():
+    p = GPU_MUTANT.problem
+    why = "not run: this host gives the worker no memory limit that counts kernel buffers (a cgroup)"
+    unmeasured = TestResult(problem=p, module="m", name="keeps only block inputs", points=1, status="not_run",
+                            message=why)
+    reference = graded(result_of(p, "passed"), unmeasured, result_of(p, "passed", gpu=True))
+    stubs = graded(result_of(p, "failed"), unmeasured, result_of(p, "failed", gpu=True))
+    killed = graded(result_of(p, "passed"), unmeasured, result_of(p, "failed", gpu=True))
+    lines = acceptance.verdicts(reference, stubs, [(GPU_MUTANT, killed)])
+    assert all(line.ok for line in lines), lines
+    assert f"not graded here: keeps only block inputs ({why})" in lines[0].seen
+
+
 @pytest.mark.parametrize("broken, named", [
     ("gpu test not run", ["reference at full marks", "every GPU test run", f"mutant {GPU_MUTANT.id} killed"]),
     ("reference fails", ["reference at full marks", f"mutant {GPU_MUTANT.id} killed"]),  # nothing left to lose
