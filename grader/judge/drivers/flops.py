@@ -107,16 +107,20 @@ class Rounds:
         """The answers of the rounds the judge did not pause."""
         return [value for value, share in zip(self.student, self.stopped) if not share]
 
-    def paused(self) -> list[Paused]:
-        """The paused rounds."""
-        return [Paused(*row) for row in zip(self.student, self.wall, self.spent, self.waited, self.stopped) if row[4]]
+    def calls(self) -> list[Call]:
+        """Every round's call, as measured from outside."""
+        return [Call(*row) for row in zip(self.student, self.wall, self.spent, self.waited, self.stopped)]
+
+    def paused(self) -> list[Call]:
+        """The paused rounds' calls."""
+        return [row for row in self.calls() if row.stopped]
 
 
 @dataclass(frozen=True)
-class Paused:
-    """A paused round: the submission's answer, the call's wall time, the CPU time the worker's tree
+class Call:
+    """A round's call: the submission's answer, the call's wall time, the CPU time the worker's tree
     spent in it and how long it waited for a CPU (None: not known), and the share of the call's wall
-    time the judge kept it stopped."""
+    time the judge kept it stopped (0: not paused)."""
 
     answer: float
     wall: float

@@ -83,7 +83,7 @@ def test_a_worker_configuration_crosses_as_json_and_refuses_other_keys():
 
 @pytest.mark.skipif(not tree.SCHEDSTAT, reason="the kernel keeps no schedstat")
 def test_the_tree_reading_counts_its_wait_for_a_cpu():
-    # P4's paused rounds read it (grader/judge/drivers/flops.py, Paused.stretch). A process that is always
+    # P4's paused rounds read it (grader/judge/drivers/flops.py, Call.stretch). A process that is always
     # ready to run either runs or waits for a CPU, so its CPU time and its wait add up to the time that
     # passed, however loaded the machine; sharing one CPU with two others, it waits at least half of it.
     import subprocess

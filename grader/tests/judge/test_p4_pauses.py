@@ -1,5 +1,5 @@
 """P4's paused rounds judge a timing by what the judge measures from outside in the same call
-(``Paused.stretch``: the pauses, and the share of a core the worker had while ready to run, from the
+(``Call.stretch``: the pauses, and the share of a core the worker had while ready to run, from the
 CPU time it spent and how long it waited for a CPU), so that load on the machine neither helps a forecast
 nor hurts a timer of the products, and a call that also sleeps is judged by its products alone. Rounds
 are built as such calls measure: a product needs CPU seconds of CPU time, and a process that is ready to
@@ -7,24 +7,32 @@ run gets a share ``core`` of a core during the 1 - ``stopped`` of the wall time 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from grader.judge.drivers.flops import Rounds
-from grader.judge.hidden.test_p4_flops import assert_follows_pauses
+from grader.judge.hidden.test_p4_flops import PAUSED, ROUNDS, assert_follows_pauses
 
 CPU, REPEATS = 0.0025, 32  # seconds of CPU time per 512^3 product; products per call
 
 
 def rounds(free: float, paused: float, spent: float, core: float, stopped: float, slept: float = 0.0,
            told: bool = True) -> Rounds:
-    """Five unpaused rounds answering ``free`` and two paused ones answering ``paused``, each spending
+    """ROUNDS unpaused rounds answering ``free`` and PAUSED paused ones answering ``paused``, each spending
     ``spent`` CPU seconds (and sleeping ``slept`` seconds) with ``core`` of a core while ready to run; the
     judge is ``told`` how long the worker waited for a CPU, or not (a kernel without schedstat)."""
+    return answered([(paused if share else free, spent, share) for share in [0.0] * ROUNDS + [stopped] * PAUSED],
+                    core, slept, told)
+
+
+def answered(calls: list[tuple[float, float, float]], core: float, slept: float = 0.0, told: bool = True) -> Rounds:
+    """Rounds of (answer, CPU seconds spent, share stopped) calls, measured as ``rounds`` says."""
     found = Rounds()
-    for share in [0.0] * 5 + [stopped] * 2:
+    for answer, spent, share in calls:
         found.reference.append(CPU)
         found.reference_cpu.append(CPU)
-        found.student.append(paused if share else free)
+        found.student.append(answer)
         found.spent.append(spent)
         found.waited.append(spent * (1 / core - 1) if told else None)
         found.wall.append(spent / (core * (1 - share)) + slept)
@@ -66,3 +74,22 @@ def test_a_call_that_also_sleeps_is_judged_by_its_products(core):
     one = CPU / (core * 0.05)
     found = rounds(CPU / core, one, 4 * CPU, core, 0.95, slept=9 * one)
     assert_follows_pauses(found, "matmul_mfu")
+
+
+@pytest.mark.parametrize("core", [1.0, 0.3])
+def test_a_schedule_of_answers_passes_only_where_it_guessed_every_paused_place(core):
+    # A schedule that spins the products' CPU time, answers the forecast in some calls and 12 times it in
+    # others (sleeping the call out to cover what it reports) passes only where its large answers fall on
+    # exactly the paused rounds: once in C(ROUNDS + PAUSED, PAUSED) placements, however many are large.
+    calls = ROUNDS + PAUSED
+    for large in range(calls + 1):
+        passed = 0
+        for places in itertools.combinations(range(calls), PAUSED):
+            found = answered([((12 if i < large else 1) * CPU / core, REPEATS * CPU, 0.92 if i in places else 0.0)
+                              for i in range(calls)], core, slept=12 * REPEATS * CPU)
+            try:
+                assert_follows_pauses(found, "time_matmul")
+                passed += 1
+            except AssertionError:
+                pass
+        assert passed == (large == PAUSED), (large, passed)
