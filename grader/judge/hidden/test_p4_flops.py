@@ -320,15 +320,22 @@ CPU_SIZE, CPU_REPEATS, CPU_BAND = 512, 32, 8.0
 CPU_SHARE = 0.5
 
 
-def assert_timing(found: Rounds, call: str, band: float, repeats: float, why: str = "") -> None:
+def judge_seconds(found: Rounds, on_cpu: bool) -> list[float]:
+    """The judge's times per product that a timing may agree with: its fastest round's and, on the CPU, the CPU
+    time its thread spent per product, which a busy machine does not stretch (seen: beside four busy loops and
+    two gradings on 2 cores, the judge's fastest round took 8.7 times the worker's fastest answer)."""
+    return [min(found.reference), min(found.reference_cpu)] if on_cpu else [min(found.reference)]
+
+
+def assert_timing(found: Rounds, call: str, band: float, repeats: float, why: str = "", on_cpu: bool = True) -> None:
     """The submission's timings agree with the judge's, and with the wall time around its calls."""
     got = found.student
     assert all(isinstance(t, numbers.Real) and not isinstance(t, bool) and t > 0 for t in got), (
         f"{call} returned {got!r}, expected positive numbers of seconds")
-    best, reference = min(found.free()), min(found.reference)
-    assert reference / band <= best <= reference * band, (
+    best, references = min(found.free()), judge_seconds(found, on_cpu)
+    assert any(reference / band <= best <= reference * band for reference in references), (
         f"{call} returned {best:.3g} s (its fastest of {len(got)} calls), but the judge's own timing of the same "
-        f"product gives {reference:.3g} s per product (within a factor {band:g} is accepted){why}")
+        f"product gives {references[0]:.3g} s per product (within a factor {band:g} is accepted){why}")
     assert_ran_for_real(found, call, repeats)
 
 
@@ -456,16 +463,17 @@ def test_time_matmul_is_the_mean_of_one_product(sub):
         f"but {timed[few]:.3g} s with repeats={few}: expected about the same, the mean time of ONE product")
 
 
-def check_mfu(found: Rounds, call: str, n: int, peak: float, band: float, at_most_one: bool = False) -> None:
+def check_mfu(found: Rounds, call: str, n: int, peak: float, band: float, at_most_one: bool = False,
+              on_cpu: bool = True) -> None:
     """MFU values agree with 2n^3 / (the judge's seconds) / peak, and the calls took real time."""
     got = found.student
     assert all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0 and (v <= 1 or not at_most_one)
                for v in got), (f"{call} returned {got!r}, expected positive numbers"
                                + (" in (0, 1]: an MFU above 1 means an unsynchronized timing" if at_most_one else ""))
-    reference = max(2 * n**3 / seconds / peak for seconds in found.reference)
-    assert reference / band <= max(got) <= reference * band, (
+    references = [2 * n**3 / seconds / peak for seconds in judge_seconds(found, on_cpu)]
+    assert any(reference / band <= max(got) <= reference * band for reference in references), (
         f"{call} returned {max(got):.3g} (its best of {len(got)} calls), but the judge's own timing gives an MFU of "
-        f"{reference:.3g} (within a factor {band:g} is accepted)")
+        f"{references[0]:.3g} (within a factor {band:g} is accepted)")
     assert_ran_for_real(implied_seconds(found, n, peak), call, 1)
 
 
@@ -505,7 +513,8 @@ def test_time_matmul_on_gpu_agrees_with_cuda_events(sub):
     # the judge's own products (NVML; its utilization where the board has no energy counter).
     found = timed_rounds(sub, "flops.time_matmul", (n, n, n, torch.bfloat16, "cuda"), 10, repeats=10, timeout=120)
     assert_timing(found, f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda')", GPU_BAND, 10,
-                  why=" (far too fast: the clock stopped before the GPU finished, call torch.cuda.synchronize())")
+                  why=" (far too fast: the clock stopped before the GPU finished, call torch.cuda.synchronize())",
+                  on_cpu=False)
     assert_did_gpu_work(gpu_work(sub, n, torch.bfloat16, min(found.reference)),
                         f"flops.time_matmul({n}, {n}, {n}, torch.bfloat16, 'cuda'")
 
@@ -533,4 +542,4 @@ def test_matmul_mfu_on_gpu_is_between_zero_and_one(sub):
     n, peak = GPU_SIZE, gpu_peak()
     found = timed_rounds(sub, "flops.matmul_mfu", (n, n, n, torch.bfloat16, "cuda", peak), 10, timeout=120)
     check_mfu(found, f"flops.matmul_mfu({n}, {n}, {n}, torch.bfloat16, 'cuda', {peak:g})", n, peak, GPU_BAND,
-              at_most_one=True)
+              at_most_one=True, on_cpu=False)

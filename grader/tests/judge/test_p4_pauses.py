@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from grader.judge.drivers.flops import Rounds
-from grader.judge.hidden.test_p4_flops import PAUSED, ROUNDS, assert_follows_pauses
+from grader.judge.hidden.test_p4_flops import CPU_BAND, PAUSED, ROUNDS, assert_follows_pauses, assert_timing
 
 CPU, REPEATS = 0.0025, 32  # seconds of CPU time per 512^3 product; products per call
 
@@ -93,3 +93,19 @@ def test_a_schedule_of_answers_passes_only_where_it_guessed_every_paused_place(c
             except AssertionError:
                 pass
         assert passed == (large == PAUSED), (large, passed)
+
+
+@pytest.mark.parametrize("answer, stretched, agrees", [(CPU, 9, True), (REPEATS * CPU, 2, False),
+                                                      (CPU / 100, 9, False)])
+def test_the_judges_own_timing_stretched_by_load_does_not_fail_a_timer(answer, stretched, agrees):
+    # Every round of the judge descheduled (its products took ``stretched`` times their CPU time), the worker
+    # once ran unhindered: a timer of one product agrees with the judge's CPU time (with its stretched wall time
+    # alone, 9 times it, it failed); a total (repeats times) or a timer that skipped the products agrees with neither.
+    found = rounds(answer, answer, (REPEATS + 3) * CPU, 1.0, 0.92)
+    found.reference[:] = [stretched * CPU] * len(found.reference)
+    found.wall[:] = [max(wall, answer * REPEATS) for wall in found.wall]  # each call as long as it reports
+    if agrees:
+        assert_timing(found, "time_matmul", CPU_BAND, REPEATS)
+    else:
+        with pytest.raises(AssertionError, match="within a factor"):
+            assert_timing(found, "time_matmul", CPU_BAND, REPEATS)
