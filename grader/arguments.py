@@ -66,7 +66,7 @@ def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
     return list(keys)
 
 
-RULE_ID = re.compile(r"P\d+\.[a-z0-9]+(?:-[a-z0-9]+)*")  # a handout rule's id (tests/_rules.py): P5.skip-none-grad
+RULE_ID = re.compile(r"(?:P\d+|ALL)\.[a-z0-9]+(?:-[a-z0-9]+)*")  # a handout rule's id (tests/_rules.py): P5.skip-none-grad
 
 
 def rule_ids(ids: list[str] | tuple[str, ...]) -> list[str]:

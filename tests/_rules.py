@@ -1,7 +1,7 @@
 """The handout's rules, read from ``handout.md``: each rule sentence ends with its id, ``[P5.skip-none-grad]``.
 
-A rule is what a function returns, raises, refuses, keeps or must not touch. Its id is the problem and a short
-stable name; its text is the sentence (or bullet) the id closes, and its section the heading above it. A public
+A rule is what a function returns, raises, refuses, keeps or must not touch. Its id is the problem (``ALL`` for
+the rules that hold for every problem, checked on the functions their tests name) and a short stable name; its text is the sentence (or bullet) the id closes, and its section the heading above it. A public
 test names the rules it checks with ``@pytest.mark.rule("P5.skip-none-grad")`` and a failure quotes them; the
 grader's hidden tests do the same, and the kit checks that every rule has both, and a mutant both kill.
 """
@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-RULE_ID = re.compile(r"\[(P\d+\.[a-z0-9]+(?:-[a-z0-9]+)*)\]")
-_TAG = re.compile(r"\s*(?:<sup>)?\[P\d+\.[a-z0-9-]+\](?:</sup>)?")
+RULE_ID = re.compile(r"\[((?:P\d+|ALL)\.[a-z0-9]+(?:-[a-z0-9]+)*)\]")  # ALL: a rule that holds for every problem
+_TAG = re.compile(r"\s*(?:<sup>)?\[(?:P\d+|ALL)\.[a-z0-9-]+\](?:</sup>)?")
 _HEADING = re.compile(r"#{2,3} (.+)")
 _BLOCK_START = re.compile(r"\s*(?:[-*] |\d+\. )")
 _MARKUP = re.compile(r"\*\*|`|<[^>]+>")

@@ -85,7 +85,7 @@ def test_tensor_memory_bytes_matches_real_tensors(memory, shape, dtype):
     check_equal(memory.tensor_memory_bytes, tuple(shape), dtype, expected=tensor.numel() * tensor.element_size())
 
 
-@pytest.mark.rule("P1.tensor-bytes-refuses")
+@pytest.mark.rule("P1.tensor-bytes-refuses", "ALL.errors")
 def test_tensor_memory_bytes_rejects_negative_sizes_and_other_dtypes(memory):
     check_raises(ValueError, memory.tensor_memory_bytes, (2, -1), torch.float32)
     check_raises(ValueError, memory.tensor_memory_bytes, (2, 3), torch.qint8)
@@ -314,7 +314,7 @@ def test_max_trainable_params_divides_on_ints(memory):
                 why="do the division on ints (//): a float keeps 53 bits and int(a * b / c) loses the last digits")
 
 
-@pytest.mark.rule("P1.max-params-refuses")
+@pytest.mark.rule("P1.max-params-refuses", "ALL.counts")
 def test_max_trainable_params_refuses_bad_counts(memory):
     check_raises(ValueError, memory.max_trainable_params, 8, 80e9, 0, why="bytes_per_param == 0 is refused")
     check_raises(ValueError, memory.max_trainable_params, -1, 80e9, 16, why="a negative count is refused")

@@ -381,7 +381,7 @@ def test_form_every_function_calls_einops(einsum):
                "pattern such as '... -> ...'")
 
 
-@pytest.mark.rule("P3.form-no-old-way")
+@pytest.mark.rule("P3.form-no-old-way", "ALL.code-by-name")
 def test_form_no_old_way_operations(einsum):
     every_function_runs(einsum)
     _, uses = form_problems(inspect.getsource(einsum))

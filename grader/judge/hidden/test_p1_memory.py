@@ -430,7 +430,7 @@ def test_bytes_per_element_refuses_other_dtypes(sub, valid):
     refuses(sub, "memory.bytes_per_element", valid, [(dtype,) for dtype in UNSUPPORTED_DTYPES])
 
 
-@pytest.mark.rule("P1.tensor-bytes-refuses")
+@pytest.mark.rule("P1.tensor-bytes-refuses", "ALL.errors")
 @pytest.mark.points(0.25)
 @settings(max_examples=3)
 @given(valid=VALID["memory.tensor_memory_bytes"])
@@ -481,7 +481,7 @@ def test_training_bytes_per_param_refuses(sub, valid):
     refuses(sub, "memory.training_bytes_per_param", valid, [("lion",), ("sgdm",), ("Adam",), ("adam", torch.qint8)])
 
 
-@pytest.mark.rule("P1.max-params-refuses")
+@pytest.mark.rule("P1.max-params-refuses", "ALL.counts")
 @pytest.mark.points(0.25)
 @settings(max_examples=3)
 @given(valid=VALID["memory.max_trainable_params"])

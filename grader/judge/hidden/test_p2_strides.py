@@ -265,7 +265,7 @@ def test_transpose(sub, layout, data):
     check_transpose(sub, shape, strides, data.draw(st.integers(-n, n - 1)), data.draw(st.integers(-n, n - 1)))
 
 
-@pytest.mark.rule("P2.transpose-range")
+@pytest.mark.rule("P2.transpose-range", "ALL.index-errors")
 @pytest.mark.points(0.25)
 @settings(max_examples=20)
 @given(layout=strided_layouts(min_dims=1), data=st.data())

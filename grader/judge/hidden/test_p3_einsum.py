@@ -454,7 +454,7 @@ def test_form_every_function_calls_einops(sub, data):
     assert_form(sub, data, form_check(sub).without_einops())
 
 
-@pytest.mark.rule("P3.form-no-old-way")
+@pytest.mark.rule("P3.form-no-old-way", "ALL.code-by-name")
 @pytest.mark.points(1)
 @settings(max_examples=3)
 @given(data=st.data())
