@@ -62,7 +62,8 @@ def test_tests_name_rules_by_marker_on_the_function_or_the_module(tmp_path):
 
 def test_every_rule_of_the_handout_has_a_public_test_a_hidden_test_and_a_mutant(kit_map):
     assert not kit_map.gaps(), "\n".join(kit_map.gaps())
-    assert {rule.split(".")[0] for rule in kit_map.rules} == set(PROBLEMS), "a problem states no rule"
+    assert {rule.split(".")[0] for rule in kit_map.rules} == {*PROBLEMS, "ALL"}, (
+        "a problem states no rule, or the rules that hold for every problem have no id")
 
 
 def test_a_rule_whose_tests_or_mutant_are_removed_fails_the_map(kit_map):
