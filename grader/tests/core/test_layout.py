@@ -6,6 +6,10 @@ A zone is a folder of ``grader/`` or ``core``, the modules at its top: the comma
 paths, problem facts, catalogs, and the three contracts that cross a process boundary (``wire``
 judge <-> worker, ``backend`` judge <-> containment, ``record`` judge -> grading). Imports inside a
 zone are free; ``bench`` and ``tests`` measure and prove everything and may import anything.
+
+Every reading of what a worker did is containment's, asked through the backend (``Submission.measure``,
+``measure_gpu``, ``page_cache_bytes``): no driver of ``grader/judge/drivers/`` reads /proc, ``mincore``, NVML
+or a clock or usage count of another process itself (a scan of their code, docstrings and comments left out).
 """
 
 from __future__ import annotations
@@ -128,6 +132,79 @@ def test_a_wrong_arrow_is_refused(source, name):
 def test_a_wrong_import_is_found():
     planted = {GRADER / "containment" / "planted.py": "from ..judge.handle import Submission\nfrom .. import wire\n"}
     assert _wrong_arrows(planted) == {"containment/planted.py": {"grader.judge.handle", "grader.judge.handle.Submission"}}
+
+
+DRIVERS = GRADER / "judge" / "drivers"
+# What only containment reads: text a driver's code may not hold (paths and programs that read a process from
+# outside), modules it may not import, functions it may not name (another process's clock, usage, mappings).
+READING_TEXT = ("/proc", "schedstat", "smaps", "nvidia-smi", "mincore", "nvml")
+READING_MODULES = {"ctypes", "_ctypes", "pynvml", "psutil", "grader.containment.tree", "grader.containment.gpu",
+                   "grader.containment.pagecache", "grader.containment.cgroup"}
+READING_NAMES = {"mincore", "getrusage", "prlimit", "times", "wait3", "wait4", "clock_getcpuclockid",
+                 "pthread_getcpuclockid", "sched_getaffinity"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree`` (a module's, a class's, a function's)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def _outside_readings(path: Path, text: str) -> set[str]:
+    """What the code of ``text`` (the source of ``path``) reads of a process from outside it: text, modules,
+    names (docstrings and comments are not code)."""
+    tree = ast.parse(text)
+    skipped, found = _docstrings(tree), set()
+    imported = {name.rsplit(".", 1)[0] if not _is_module(name) and name.startswith("grader.") else name
+                for name in _imported(path, text)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            found |= {f"text {word!r}" for word in READING_TEXT if word in node.value.lower()}
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            imported.add(node.module or "")
+            found |= {f"name {alias.name}" for alias in node.names if alias.name in READING_NAMES}
+        elif isinstance(node, ast.Attribute) and node.attr in READING_NAMES:
+            found.add(f"name {node.attr}")
+        elif isinstance(node, ast.Name) and (node.id in READING_NAMES or "nvml" in node.id.lower()):
+            found.add(f"name {node.id}")
+        if isinstance(node, ast.Attribute) and "nvml" in node.attr.lower():
+            found.add(f"name {node.attr}")
+    found |= {f"module {name}" for name in imported
+              if any(name == module or name.startswith(module + ".") for module in READING_MODULES)}
+    return found
+
+
+def test_no_driver_reads_a_worker_from_outside_itself():
+    """/proc, mincore, NVML, another process's clock or usage: containment reads them, through the backend."""
+    found = {str(path.relative_to(GRADER)): readings for path in sorted(DRIVERS.rglob("*.py"))
+             if (readings := _outside_readings(path, path.read_text()))}
+    assert not found, found
+
+
+@pytest.mark.parametrize(("planted", "reading"), [
+    ('with open(f"/proc/{pid}/io") as io:\n    io.read()\n', "text '/proc'"),
+    ("import ctypes\nlibc = ctypes.CDLL(None)\n", "module ctypes"),
+    ("from ...containment import pagecache\npagecache.cached_bytes(3)\n", "module grader.containment.pagecache"),
+    ("import pynvml\n", "module pynvml"),
+    ("import os\nos.times()\n", "name times"),
+    ("import resource\nresource.getrusage(resource.RUSAGE_CHILDREN)\n", "name getrusage"),
+    ("import resource\nresource.prlimit(7, resource.RLIMIT_AS)\n", "name prlimit"),
+    ("from pynvml import nvmlDeviceGetComputeRunningProcesses\n", "module pynvml"),
+    ("import os\nos.wait4(7, 0)\n", "name wait4"),
+    ('open("/sys/fs/cgroup/x/cpu.stat")\n# schedstat\n', None),
+])
+def test_a_driver_that_reads_a_worker_is_found(planted, reading):
+    """A planted driver that reads a worker from outside is named; a comment (or a cgroup file: containment
+    would not hand a driver its folder) is not what the scan looks for."""
+    found = _outside_readings(DRIVERS / "planted.py", f'"""Mentions /proc and mincore: a docstring."""\n{planted}')
+    assert (reading in found) if reading else not found, found
 
 
 def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path):
