@@ -1,4 +1,4 @@
-"""The reviewed list of equivalent mutants (``grader/selfproof/cosmicray/equivalent.toml``).
+"""The reviewed list of equivalent mutants (``grader/selfproof/mutation/equivalent.toml``).
 
 Each ``[[equivalent]]`` names a mutant by ``module``, ``operator`` (the engine's name,
 e.g. ``core/NumberReplacer``), ``line`` (the mutated line's text, stripped), optional
