@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ...backend import GpuActivity
-from .local import JUDGE, one_thread
+from .sides import JUDGE, one_thread
 
 WARMUP = 3
 GPU_BUSY_SECONDS = 1.0  # long enough for the board's energy counter and a 10 ms utilization poll
