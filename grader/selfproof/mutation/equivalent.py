@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...catalog import read_toml
+from ...toml_catalogs import read_toml
 from .regions import Identity
 
 LIST = Path(__file__).parent / "equivalent.toml"

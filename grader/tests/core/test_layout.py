@@ -1,5 +1,5 @@
 """The layout is a picture of who trusts whom (CONTRIBUTING.md, "Layout"): every import between the
-zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``, ``grader/eager.py`` and ``grader/forks.py``) is
+zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``, ``grader/deferred_dynamo.py`` and ``grader/forks.py``) is
 exactly what the worker holds.
 
 A zone is a folder of ``grader/`` or ``core``, the modules at its top: the command line, options,
@@ -27,9 +27,9 @@ GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {
-    # inside the sandbox: the wire format, eager, the zygote's loop (the template's) and its own modules; public:
+    # inside the sandbox: the wire format, torch._dynamo deferred (deferred_dynamo), the zygote's loop (the template's) and its own modules; public:
     # the public tests' "code is reached by its name" hook (staged beside them in the sandbox)
-    "confined": {"core.wire", "core.eager", "core.forks", "core.public"},
+    "confined": {"core.wire", "core.deferred_dynamo", "core.forks", "core.public"},
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     # forks: following the workers the warm template forks
     "containment": {"core.wire", "core.backend", "core.options", "core.paths", "core.forks", "core.public",
@@ -43,7 +43,7 @@ ARROWS: dict[str, set[str]] = {
     "selfproof": {"core", "mistakes", "grading", "classroom", "containment", "release"},  # the release is part of the proof
     "release": {"core", "mistakes"},  # the leak check refuses the text of the known mistakes
     "core": {"core.wire", "core.backend", "core.record", "core.options", "core.paths", "core.problems",
-             "core.arguments", "core.catalog", "core.submission", "grading.results"},  # a refused command still leaves a results.json
+             "core.arguments", "core.toml_catalogs", "core.submission", "grading.results"},  # a refused command still leaves a results.json
 }
 # The command line is the entry: it reaches every zone's ``main`` (by name) and asks containment about the host.
 ENTRY = GRADER / "cli.py"
