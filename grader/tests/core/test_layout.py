@@ -8,8 +8,9 @@ judge <-> worker, ``backend`` judge <-> containment, ``record`` judge -> grading
 zone are free; ``bench`` and ``tests`` measure and prove everything and may import anything.
 
 Every reading of what a worker did is containment's, asked through the backend (``Submission.measure``,
-``measure_gpu``, ``page_cache_bytes``): no driver of ``grader/judge/drivers/`` reads /proc, ``mincore``, NVML
-or a clock or usage count of another process itself (a scan of their code, docstrings and comments left out).
+``measure_gpu``, ``page_cache_bytes``): no driver of ``grader/judge/drivers/`` (nor hidden suite) reads /proc,
+``mincore``, NVML or a clock or usage count of another process itself (a scan of their code, docstrings and
+comments left out).
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def test_a_wrong_import_is_found():
 
 
 DRIVERS = GRADER / "judge" / "drivers"
+HIDDEN = GRADER / "judge" / "hidden"
 # What only containment reads: text a driver's code may not hold (paths and programs that read a process from
 # outside), modules it may not import, functions it may not name (another process's clock, usage, mappings).
 READING_TEXT = ("/proc", "schedstat", "smaps", "nvidia-smi", "mincore", "nvml")
@@ -183,7 +185,7 @@ def _outside_readings(path: Path, text: str) -> set[str]:
 
 def test_no_driver_reads_a_worker_from_outside_itself():
     """/proc, mincore, NVML, another process's clock or usage: containment reads them, through the backend."""
-    found = {str(path.relative_to(GRADER)): readings for path in sorted(DRIVERS.rglob("*.py"))
+    found = {str(path.relative_to(GRADER)): readings for path in sorted([*DRIVERS.rglob("*.py"), *HIDDEN.rglob("*.py")])
              if (readings := _outside_readings(path, path.read_text()))}
     assert not found, found
 
