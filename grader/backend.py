@@ -2,7 +2,8 @@
 
 A backend runs one submission's code: it answers request frames (``request``), is started
 explicitly (``start``: the package imported, on the clock given) or by its first request, and
-is measured (``measure``, and on a GPU ``measure_gpu``) and shares a folder with the judge from outside the worker.
+is measured (``measure``, and on a GPU ``measure_gpu``; what a file of the judge's lost to the page cache:
+``page_cache_bytes``) and shares a folder with the judge from outside the worker.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ class GpuUsage:
     device_bytes: int | None  # device memory the NVIDIA driver (NVML) lists for them; None when NVML cannot say
     pinned_host_bytes: int  # their shared /dev/zero mappings: where CUDA maps page-locked host memory
     unavailable: str  # why NVML cannot say ("" when it can)
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """What the GPU did while a call ran (``containment.gpu``): the energy the board drew above its idle draw
+    (None where the board has no energy counter) and the mean utilization polled every 10 ms."""
+
+    seconds: float
+    joules: float | None
+    utilization: float
 
 
 class WorkerFailure(Exception):
@@ -78,6 +89,12 @@ class Backend(Protocol):
 
     def measure_gpu(self) -> GpuUsage | None:
         """What the worker's processes hold for the GPU, read from outside them; None when not running."""
+
+    def evict_page_cache(self, fd: int) -> None:
+        """Drop the clean pages of the judge's file behind ``fd`` from the page cache (``containment.pagecache``)."""
+
+    def page_cache_bytes(self, fd: int) -> int:
+        """How many bytes of the judge's file behind ``fd`` are in the page cache now, whoever brought them in."""
 
     def pause(self, stopped: bool) -> None:
         """Stop (``stopped``) or continue every process of the worker's tree, from outside it."""

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import Phase, settings
 
 import _by_name
-import _eager
+import _deferred_dynamo
 import _kit
 from _kit import NotImplementedYet, shown_path
 
@@ -52,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _eager.install()  # torch.optim would import torch._dynamo (about a second) on first use: nothing here compiles
+    _deferred_dynamo.install()  # torch.optim would import torch._dynamo (about a second) on first use: nothing here compiles
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "rule(*ids): the rules of handout.md this test checks; a failure quotes them")
     for problem, module in PROBLEMS.items():

@@ -40,7 +40,7 @@ if __package__:
     from .. import forks
     from . import confine
     from .config import WorkerConfig
-else:  # run from the staged copy of grader/confined, beside wire.py, eager.py and forks.py
+else:  # run from the staged copy of grader/confined, beside wire.py, deferred_dynamo.py and forks.py
     import confine
     import forks
     from config import WorkerConfig
@@ -59,7 +59,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def preload() -> None:
     """Import what a worker imports before its submission (its ``import worker``), and einops."""
     import einops  # noqa: F401
-    import worker  # noqa: F401 - torch, numpy, wire, dispatch, eager, kernels
+    import worker  # noqa: F401 - torch, numpy, wire, dispatch, deferred_dynamo, kernels
 
     gc.freeze()  # the workers' collections never walk (so never copy) the pages of what they share
 

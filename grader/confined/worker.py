@@ -19,15 +19,15 @@ from types import ModuleType
 from typing import Any, BinaryIO, Sequence
 
 if __package__:
-    from .. import eager, wire
+    from .. import deferred_dynamo, wire
     from ..public import public_module
     from .dispatch import PACKAGE, TRUSTED_EVENTS, Dispatcher
     from .kernels import withhold
 
     by_name = public_module("_by_name.py")
-else:  # inside the sandbox, where wire.py, eager.py, dispatch.py, kernels.py and _by_name.py are copied beside this file
+else:  # inside the sandbox, where wire.py, deferred_dynamo.py, dispatch.py, kernels.py and _by_name.py are copied beside this file
     import _by_name as by_name
-    import eager
+    import deferred_dynamo
     import wire
     from dispatch import PACKAGE, TRUSTED_EVENTS, Dispatcher
     from kernels import withhold
@@ -91,14 +91,14 @@ def _leave_the_import_path() -> None:
 
 def serve(request_fd: int, response_fd: int, folder: Path, isolation: dict[str, str],
           withheld_kernels: Sequence[str] = (), withheld_rule: str = "", code_by_name: bool = True) -> None:
-    """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``eager``), take the
+    """Withhold the listed operator kernels (``kernels.withhold``), defer ``torch._dynamo`` (``deferred_dynamo``), take the
     worker's modules off the import path, report the isolation (before any student code runs), refuse what
     "code is reached by its name" forbids (``_by_name``: from here on, for every thread), import the package,
     report readiness, then answer requests until the judge closes the pipe."""
     if withheld_kernels:
         count = withhold(list(withheld_kernels), withheld_rule)
         isolation = {**isolation, "withheld kernels": f"{count} aten operators raise ({', '.join(withheld_kernels)})"}
-    eager.install()
+    deferred_dynamo.install()
     _leave_the_import_path()
     gc.freeze()  # the kit's and torch's objects: the collector walks only what the submission makes
     channel = PipeChannel(os.fdopen(request_fd, "rb", buffering=0), os.fdopen(response_fd, "wb", buffering=0))

@@ -14,7 +14,8 @@ Seen on an H200 (driver 580.159, torch 2.11, ``python -m grader.bench.gpu_readin
 
 What a worker's processes hold (``usage``: device memory, pinned host memory) reaches the judge
 through its backend (``Backend.measure_gpu``), which knows the worker's processes; the board's own
-readings (``idle_watts``, ``activity``) are the judge's to take. Every reading returns None where
+readings (``idle_watts``, ``activity``) are the judge's to take, asked through its handle
+(``Submission.gpu_idle_watts``, ``Submission.gpu_activity``). Every reading returns None where
 NVML (``nvidia-ml-py``) cannot answer, with the reason kept (``unavailable``): a GPU runner is
 accepted (``grader selfcheck --gpu``) only where they answer.
 """
@@ -24,11 +25,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..backend import GpuUsage
+from ..backend import GpuActivity, GpuUsage
 
 POLL_SECONDS = 0.01
 
@@ -103,16 +103,6 @@ def usage(pids: set[int]) -> GpuUsage:
                     unavailable=unavailable() or "")
 
 
-@dataclass(frozen=True)
-class Activity:
-    """What the GPU did while a call ran: the energy the board drew above its idle draw (None where
-    the board has no energy counter) and the mean utilization polled every 10 ms."""
-
-    seconds: float
-    joules: float | None
-    utilization: float
-
-
 def idle_watts(seconds: float = 0.5) -> float | None:
     """The board's draw while nothing runs on it (None without an energy counter)."""
     found = _device()
@@ -127,7 +117,7 @@ def idle_watts(seconds: float = 0.5) -> float | None:
         return None
 
 
-def activity(run: Callable[[], object], idle: float | None) -> tuple[object, Activity | None]:
+def activity(run: Callable[[], object], idle: float | None) -> tuple[object, GpuActivity | None]:
     """``run()``'s result and what the GPU did meanwhile (None when NVML cannot say); ``idle``: the
     board's idle draw in watts, subtracted from the energy."""
     found = _device()
@@ -158,4 +148,4 @@ def activity(run: Callable[[], object], idle: float | None) -> tuple[object, Act
     joules = None
     if before is not None and idle is not None:
         joules = (nvml.nvmlDeviceGetTotalEnergyConsumption(handle) - before) / 1000 - idle * seconds
-    return result, Activity(seconds, joules, sum(polled) / len(polled) if polled else 0.0)
+    return result, GpuActivity(seconds, joules, sum(polled) / len(polled) if polled else 0.0)

@@ -1,7 +1,7 @@
 """Starting one worker process: its staging folder, its configuration, its confinement.
 
 ``launch`` copies the submission package and the worker files (``grader/confined``, the
-wire format and ``eager``) into a private temporary folder, starts ``confine.py`` there in a new session with
+wire format and ``deferred_dynamo``) into a private temporary folder, starts ``confine.py`` there in a new session with
 a scrubbed environment (inside bubblewrap where it runs; ``confine.py`` builds the worker's root,
 namespaces and identity by hand elsewhere), with a dedicated uid as root and a cgroup where the
 host gives one, and hands back the running process with the judge's ends of its two pipes. Where this

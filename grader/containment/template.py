@@ -39,7 +39,7 @@ from .limits import environment
 from .running import RUNNING
 
 ADDRESS = "KIT_WARM_WORKERS"  # the socket of the template the gradings a process starts may fork workers from
-BESIDE = ("wire.py", "eager.py", "forks.py")  # the core modules the worker holds beside grader/confined's
+BESIDE = ("wire.py", "deferred_dynamo.py", "forks.py")  # the core modules the worker holds beside grader/confined's
 SHARED = ("_by_name.py",)  # the public tests' modules it holds too: one "code is reached by its name" hook for both
 HOLDER = ("sleep", "infinity")  # what bubblewrap runs in a sandbox a worker is forked into
 STOP_SECONDS = 10.0

@@ -27,7 +27,7 @@ import psutil
 from .. import wire
 from ..confined.config import Withheld
 from ..backend import Exchange, GpuUsage, OnCallback, WorkerFailure
-from . import gpu, level, tree
+from . import gpu, level, pagecache, tree
 from .channel import Broken, Channel
 from .launch import EXCHANGE, Launched, launch, syscall_filter
 from .limits import Limits, secret_paths
@@ -250,6 +250,15 @@ class Worker:
         the NVIDIA driver lists it, their pinned host mappings in /proc); None when not running."""
         pids = self._pids()
         return None if pids is None else gpu.usage(pids)
+
+    def evict_page_cache(self, fd: int) -> None:
+        """Drop the clean pages of the judge's file behind ``fd`` from the page cache (``containment.pagecache``)."""
+        pagecache.evict(fd)
+
+    def page_cache_bytes(self, fd: int) -> int:
+        """How many bytes of the judge's file behind ``fd`` are in the page cache now (``containment.pagecache``:
+        ``mincore`` on the judge's own mapping), whoever brought them in, the worker's tree included."""
+        return pagecache.cached_bytes(fd)
 
     def _pids(self) -> set[int] | None:
         """Every process of the worker: its cgroup's, else its tree's; None when not running."""

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, TypeVar
 
 from .. import wire
-from ..backend import Backend, Exchange, GpuUsage, Usage, WorkerFailure
+from ..backend import Backend, Exchange, GpuActivity, GpuUsage, Usage, WorkerFailure
+from ..containment import gpu
 from ..options import GradingOptions
 from .budget import Budget
 
@@ -317,6 +318,30 @@ class Submission:
         host memory as its mappings show), read by the judge from outside them (``Backend.measure_gpu``).
         Starts the worker if it is not running."""
         return self._reading(self.backend.measure_gpu)
+
+    def evict_page_cache(self, fd: int) -> None:
+        """Drop the clean pages of the judge's own file behind ``fd`` from the page cache, before a call whose
+        reads of it are counted (``Backend.evict_page_cache``)."""
+        self.backend.evict_page_cache(fd)
+
+    def page_cache_bytes(self, fd: int) -> int:
+        """How many bytes of the judge's own file behind ``fd`` are in the page cache now, by whatever route they
+        came in and whoever brought them (``Backend.page_cache_bytes``: ``mincore`` on the judge's mapping)."""
+        return self.backend.page_cache_bytes(fd)
+
+    def gpu_idle_watts(self) -> float | None:
+        """The GPU board's draw while nothing runs on it, read by NVML (``containment.gpu``); None without an
+        energy counter or NVML."""
+        return gpu.idle_watts()
+
+    def gpu_activity(self, run: Callable[[], T], idle: float | None) -> tuple[T, GpuActivity | None]:
+        """``run()``'s result and what the GPU board did meanwhile, read by NVML (``containment.gpu``: energy
+        above ``idle`` watts, utilization); None when NVML cannot say (``gpu_unavailable``)."""
+        return gpu.activity(run, idle)
+
+    def gpu_unavailable(self) -> str | None:
+        """Why NVML cannot read the GPU from outside here (None when it can)."""
+        return gpu.unavailable()
 
     def _reading(self, read: Callable[[], T | None]) -> T:
         """A reading of the running worker from outside it (the worker started first)."""

@@ -17,7 +17,7 @@ from .. import wire
 from ..backend import Exchange, GpuUsage, OnCallback, Usage
 from ..confined.dispatch import Dispatcher
 from ..confined.worker import CallbackFailed, load_package
-from ..containment import gpu
+from ..containment import gpu, pagecache
 from ..containment.tree import Meter, held_files_bytes
 
 __all__ = ["Dispatcher", "InProcess", "load_package"]
@@ -75,6 +75,12 @@ class InProcess:
     def measure_gpu(self) -> GpuUsage:
         """This process's own (the judge's, the submission's with it)."""
         return gpu.usage({os.getpid()})
+
+    def evict_page_cache(self, fd: int) -> None:
+        pagecache.evict(fd)
+
+    def page_cache_bytes(self, fd: int) -> int:
+        return pagecache.cached_bytes(fd)
 
     def pause(self, stopped: bool) -> None:
         """Nothing: the judge cannot stop the process it runs in (a timing that must follow a pause fails here)."""

@@ -29,7 +29,7 @@ import pytest
 
 from . import handle
 from .budget import Budget
-from .diagnosis_schedule import Schedule
+from .diagnosis.schedule import Schedule
 from ..options import GradingOptions
 from ..problems import PROBLEMS, suite_problem
 from ..record import NOT_JUDGED, JudgeReport, TestRecord

@@ -15,14 +15,14 @@ import sys
 
 import pytest
 
-from .. import eager
+from .. import deferred_dynamo
 from ..containment import template
 
 
 def main(argv: list[str]) -> int:
     """Run pytest with ``argv`` (``torch._dynamo`` deferred: nothing in a judge compiles; workers forked from one
     template where they can, ``template.own``); its exit status."""
-    eager.install()
+    deferred_dynamo.install()
     with template.own():
         return int(pytest.main(argv))
 

@@ -38,14 +38,14 @@ import sys
 import traceback
 from typing import Any, NoReturn
 
-from .. import eager, forks
+from .. import deferred_dynamo, forks
 
 PR_SET_PDEATHSIG = 1
 
 
 def warm() -> None:
     """Import what every judge session imports, in the order a session would."""
-    eager.install()
+    deferred_dynamo.install()
     import _hypothesis_pytestplugin  # noqa: F401
     import hypothesis  # noqa: F401
     import numpy  # noqa: F401

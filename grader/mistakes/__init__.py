@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..catalog import CatalogError, read_toml
+from ..toml_catalogs import CatalogError, read_toml
 from ..submission import stage
 from ..paths import SOLUTIONS
 

@@ -28,7 +28,7 @@ import torch
 from ..drivers import amp as drive
 from ..drivers.amp_oracle import (MEASURABLE, batch, blocks_state, checkpoint_memory, max_param_diff, model_state,
                                   oracle_norm, saved_bytes, visible_case)
-from ..drivers.local import JUDGE, Local, one_thread, unwrap
+from ..drivers.sides import JUDGE, Local, one_thread, unwrap
 from ..handle import StudentError, Submission
 from ..inprocess import InProcess
 from . import probe

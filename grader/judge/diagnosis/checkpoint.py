@@ -34,8 +34,8 @@ from ... import wire
 from ..drivers import checkpoint as drive
 from ..drivers import checkpoint_file
 from ..drivers.folder import Folder
-from ..drivers.local import JUDGE, Handle, Side
-from ..drivers.same import same
+from ..drivers.answers import same
+from ..drivers.sides import JUDGE, Handle, Side
 from ..handle import Submission
 from . import probe
 from .probe import Signature, raised

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from ... import wire
 from ..budget import Budget
-from ..drivers.local import copy, unwrap
-from ..drivers.same import same
+from ..drivers.answers import same
+from ..drivers.sides import copy, unwrap
 from ..handle import OutOfTime, Submission
 
 Signature = dict[str, Any]  # observation -> what was observed

@@ -23,7 +23,7 @@ import torch
 from ... import wire
 from ...paths import PACKAGE
 from ..inprocess import Dispatcher, load_package
-from ..drivers.same import same
+from ..drivers.answers import same
 
 REQUESTS = {"call", "named", "construct", "call_method", "get_attr", "set_attr", "read", "release", "forbid", "allow",
             "release_memory"}

@@ -20,8 +20,8 @@ import torch
 
 from grader.judge.handle import Remote, Submission
 
-from .local import Handle, Side
-from .same import shown
+from .answers import shown
+from .sides import Handle, Side
 
 Recipe = list[tuple[str, tuple]]
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from . import amp as drive
-from .local import JUDGE
+from .sides import JUDGE
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 VISIBLE_OFFSET = 256.0  # bf16 spaces numbers near 256 by 2, fp16 by 0.25: a cast moves them visibly

@@ -23,7 +23,7 @@ import torch
 from grader.judge.handle import Remote, StudentError, Submission
 
 from .folder import Folder
-from .local import JUDGE, Handle, Side, one_thread
+from .sides import JUDGE, Handle, Side, one_thread
 
 OPTIMIZERS = {
     "adamw": ("torch.optim.AdamW", {"lr": 1e-2, "weight_decay": 0.1}),

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import torch
 
-from .same import same
+from .answers import same
 
 CHECKPOINT_BYTES = 1 << 20  # the runs P7 saves take under 20 kB
 MAX_NODES = 200_000  # values visited in one loaded object (a pickle may share a list many times over)

@@ -7,8 +7,8 @@ and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.ran
 ``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.zeros``).
 What a call costs the worker's whole process tree is read by the judge from outside it (its
 cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs, and what
-a token file lost to the page cache from the file itself (``pagecache``: the judge's own mapping
-of the file it made); every expected value is computed by the hidden suite from the tokens it owns.
+a token file lost to the page cache from the file itself (``Submission.page_cache_bytes``: the judge's
+own mapping of the file it made); every expected value is computed by the hidden suite from the tokens it owns.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import torch
 
 from ..handle import Remote, StudentError, Submission
 from ...wire import Raised
-from . import pagecache
 from .folder import Folder
 
 MiB = 1 << 20
@@ -196,7 +195,7 @@ MIB_PER_FAULT = 2.0  # a PMD-mapped huge page (x86-64, arm64 with 4 KiB pages)
 class Cost:
     """What one action cost the worker's whole process tree (forked children, memfds and tmpfs
     files included), read by the judge from outside it (``Submission.measure``), and what the
-    token file lost to the page cache, read from the file itself (``pagecache``)."""
+    token file lost to the page cache, read from the file itself (``Submission.page_cache_bytes``)."""
 
     peak_mib: float  # growth of the memory the tree held, at its highest
     written_mib: float  # bytes written through write(2) and the like (wchar): memory that left the tree
@@ -220,7 +219,7 @@ def measure(sub: Submission, action: Callable[[], T], file: int | None = None) -
     """Run ``action`` (calls into the worker) and measure, from the judge, what it cost the worker;
     ``file``: the judge's descriptor of the token file, evicted from the page cache first."""
     if file is not None:
-        pagecache.evict(file)
+        sub.evict_page_cache(file)
     before = sub.measure(reset_peak=True)
     result = action()
     after = sub.measure()
@@ -228,7 +227,7 @@ def measure(sub: Submission, action: Callable[[], T], file: int | None = None) -
                         written_mib=(after.written_bytes - before.written_bytes) / MiB,
                         read_mib=(after.read_bytes - before.read_bytes) / MiB,
                         faults=after.page_faults - before.page_faults,
-                        cached_mib=(pagecache.cached_bytes(file) if file is not None else 0) / MiB,
+                        cached_mib=(sub.page_cache_bytes(file) if file is not None else 0) / MiB,
                         source=after.source)
 
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from ...containment import gpu
-from .local import JUDGE, one_thread
+from ...backend import GpuActivity
+from .sides import JUDGE, one_thread
 
 WARMUP = 3
 GPU_BUSY_SECONDS = 1.0  # long enough for the board's energy counter and a 10 ms utilization poll
@@ -200,8 +200,8 @@ class GpuWork:
     the submission's ``time_matmul`` ran as many; None where NVML could not say (``why``)."""
 
     repeats: int
-    judge: gpu.Activity | None
-    student: gpu.Activity | None
+    judge: GpuActivity | None
+    student: GpuActivity | None
     why: str
 
 
@@ -209,8 +209,8 @@ def gpu_work(sub, n: int, dtype: torch.dtype, seconds_per_product: float) -> Gpu
     """``time_matmul(n, n, n, dtype, "cuda", repeats=R)`` beside R products in the judge, R chosen so
     that each lasts about ``GPU_BUSY_SECONDS``, with the GPU's activity during each."""
     repeats = max(10, math.ceil(GPU_BUSY_SECONDS / seconds_per_product))
-    idle = gpu.idle_watts()
-    _, judge = gpu.activity(lambda: reference_seconds(n, n, n, dtype, "cuda", repeats), idle)
-    _, student = gpu.activity(
+    idle = sub.gpu_idle_watts()
+    _, judge = sub.gpu_activity(lambda: reference_seconds(n, n, n, dtype, "cuda", repeats), idle)
+    _, student = sub.gpu_activity(
         lambda: sub.call("flops.time_matmul", n, n, n, dtype, "cuda", repeats=repeats, timeout=120), idle)
-    return GpuWork(repeats, judge, student, gpu.unavailable() or "")
+    return GpuWork(repeats, judge, student, sub.gpu_unavailable() or "")

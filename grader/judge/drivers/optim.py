@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..handle import Remote, Submission
-from .local import Local
+from .sides import Local
 
 RTOL, ATOL = 1e-5, 1e-5
 TORCH_NAME = {"SGD": "torch.optim.SGD", "AdaGrad": "torch.optim.Adagrad"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .local import Handle, Side
+from .sides import Handle, Side
 
 Chain = tuple[str, tuple[tuple[str, tuple], ...]]
 ALL, FROM_1 = slice(None), slice(1, None)

@@ -1,6 +1,6 @@
 """The problem set's plain types, and what is graded when an argument has the wrong type.
 
-Answers are compared with ``drivers/same.py``: ``same(got, want)`` with the same type all the way
+Answers are compared with ``drivers/answers.py``: ``same(got, want)`` with the same type all the way
 down, so that ``(12.0, 4.0, 1.0)``, ``torch.Size([3, 2])`` or ``np.int64(6)`` do not pass for
 ``(12, 4, 1)``, ``(3, 2)`` or ``6``. The public tests apply the same rule (``tests/_kit.py``,
 ``check_equal``).
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader import wire
-from grader.judge.drivers.same import same_value
+from grader.judge.drivers.answers import same_value
 from grader.judge.handle import StudentError, describe
 
 WRONG_TYPE_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError)

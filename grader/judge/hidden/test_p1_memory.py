@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.judge.drivers.same import same
+from grader.judge.drivers.answers import same
 from grader.judge.hidden._contract import answers, refused_or_as_for, type_tree
 from grader.judge.handle import StudentError
 from grader.public import public_module

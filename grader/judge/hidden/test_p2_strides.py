@@ -15,9 +15,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from grader import wire
-from grader.judge.drivers.local import JUDGE, unwrap
+from grader.judge.drivers.answers import same
+from grader.judge.drivers.sides import JUDGE, unwrap
 from grader.judge.drivers.strides import pairs
-from grader.judge.drivers.same import same
 from grader.judge.hidden._contract import WRONG_TYPE_ERRORS, answers, refused_or_as_for, type_tree
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]

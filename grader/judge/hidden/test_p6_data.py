@@ -367,9 +367,9 @@ def test_memory_of_sampling_a_256mib_file(sub):
     # pgfault, else minflt + majflt + cminflt + cmajflt of /proc/<pid>/stat over the tree: a file
     # read through mappings unmapped at once shows in no resident set and no rchar, but each
     # fault maps at most one 2 MiB huge page, so touching half the file takes 64 faults or more).
-    # Also read from the token file itself (grader/judge/drivers/pagecache.py): the judge keeps its own
-    # descriptor of the file it made, evicts it from the page cache before the call and counts with
-    # mincore(2) on its own mapping how much of it is cached after, by whatever route it came in
+    # Also read from the token file itself (sub.page_cache_bytes: grader/containment/pagecache.py): the
+    # judge keeps its own descriptor of the file it made, evicts it from the page cache before the call
+    # and counts with mincore(2) on its own mapping how much of it is cached after, by whatever route it came in
     # (read, mmap, splice, sendfile, posix_fadvise(WILLNEED), readahead: by any process; O_DIRECT
     # reads bypass the cache and show in rchar). Bytes the tree writes (wchar) count as memory that
     # left it. The file is sparse (no disk used) and fresh for each measurement; get_batch reads it

@@ -31,7 +31,7 @@ from grader.judge.drivers import checkpoint as drive
 from grader.judge.drivers import checkpoint_file
 from grader.judge.drivers.folder import Folder
 from grader.judge.drivers.checkpoint_values import extras, iterations
-from grader.judge.drivers.same import same, shown
+from grader.judge.drivers.answers import same, shown
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"

@@ -23,7 +23,7 @@ from grader.judge.drivers.amp_oracle import (ATOL_PARAMS, DTYPES, MEASURABLE, RT
                                        blocks_state, checkpoint_memory, close, dot_loss, judge_bf16_reference,
                                        judge_plain_cuda, max_param_diff, model_state, oracle_norm, oracle_run,
                                        oracle_scale, oracle_step, plain_blocks_run, scalers, setups, visible_case)
-from grader.judge.drivers.same import shown
+from grader.judge.drivers.answers import shown
 
 CKPT = "amp.checkpointed"
 TRAIN = "amp.train"

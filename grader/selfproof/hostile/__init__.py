@@ -39,7 +39,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...catalog import CatalogError, read_toml
+from ...toml_catalogs import CatalogError, read_toml
 from ...paths import ASSIGNMENT as STUBS
 from ...paths import SOLUTIONS
 from ...problems import PROBLEMS

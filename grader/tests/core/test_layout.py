@@ -1,11 +1,16 @@
 """The layout is a picture of who trusts whom (CONTRIBUTING.md, "Layout"): every import between the
-zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``, ``grader/eager.py`` and ``grader/forks.py``) is
+zones of ``grader/`` follows an allowed arrow, and ``grader/confined/`` (with ``grader/wire.py``, ``grader/deferred_dynamo.py`` and ``grader/forks.py``) is
 exactly what the worker holds.
 
 A zone is a folder of ``grader/`` or ``core``, the modules at its top: the command line, options,
 paths, problem facts, catalogs, and the three contracts that cross a process boundary (``wire``
 judge <-> worker, ``backend`` judge <-> containment, ``record`` judge -> grading). Imports inside a
 zone are free; ``bench`` and ``tests`` measure and prove everything and may import anything.
+
+Every reading of what a worker did is containment's, asked through the backend (``Submission.measure``,
+``measure_gpu``, ``page_cache_bytes``): no driver of ``grader/judge/drivers/`` (nor hidden suite) reads /proc,
+``mincore``, NVML or a clock or usage count of another process itself (a scan of their code, docstrings and
+comments left out).
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ GRADER = Path(__file__).resolve().parents[2]
 FREE = {"bench", "tests"}
 # zone -> what it may import: zones, or single modules ("core.wire", "confined.config").
 ARROWS: dict[str, set[str]] = {
-    # inside the sandbox: the wire format, eager, the zygote's loop (the template's) and its own modules; public:
+    # inside the sandbox: the wire format, torch._dynamo deferred (deferred_dynamo), the zygote's loop (the template's) and its own modules; public:
     # the public tests' "code is reached by its name" hook (staged beside them in the sandbox)
-    "confined": {"core.wire", "core.eager", "core.forks", "core.public"},
+    "confined": {"core.wire", "core.deferred_dynamo", "core.forks", "core.public"},
     # confined.config: the worker's start record; options and paths: the kit's default limits and its folders
     # forks: following the workers the warm template forks
     "containment": {"core.wire", "core.backend", "core.options", "core.paths", "core.forks", "core.public",
@@ -39,7 +44,7 @@ ARROWS: dict[str, set[str]] = {
     "selfproof": {"core", "mistakes", "grading", "classroom", "containment", "release"},  # the release is part of the proof
     "release": {"core", "mistakes"},  # the leak check refuses the text of the known mistakes
     "core": {"core.wire", "core.backend", "core.record", "core.options", "core.paths", "core.problems",
-             "core.arguments", "core.catalog", "core.submission", "grading.results"},  # a refused command still leaves a results.json
+             "core.arguments", "core.toml_catalogs", "core.submission", "grading.results"},  # a refused command still leaves a results.json
 }
 # The command line is the entry: it reaches every zone's ``main`` (by name) and asks containment about the host.
 ENTRY = GRADER / "cli.py"
@@ -128,6 +133,80 @@ def test_a_wrong_arrow_is_refused(source, name):
 def test_a_wrong_import_is_found():
     planted = {GRADER / "containment" / "planted.py": "from ..judge.handle import Submission\nfrom .. import wire\n"}
     assert _wrong_arrows(planted) == {"containment/planted.py": {"grader.judge.handle", "grader.judge.handle.Submission"}}
+
+
+DRIVERS = GRADER / "judge" / "drivers"
+HIDDEN = GRADER / "judge" / "hidden"
+# What only containment reads: text a driver's code may not hold (paths and programs that read a process from
+# outside), modules it may not import, functions it may not name (another process's clock, usage, mappings).
+READING_TEXT = ("/proc", "schedstat", "smaps", "nvidia-smi", "mincore", "nvml")
+READING_MODULES = {"ctypes", "_ctypes", "pynvml", "psutil", "grader.containment.tree", "grader.containment.gpu",
+                   "grader.containment.pagecache", "grader.containment.cgroup"}
+READING_NAMES = {"mincore", "getrusage", "prlimit", "times", "wait3", "wait4", "clock_getcpuclockid",
+                 "pthread_getcpuclockid", "sched_getaffinity"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree`` (a module's, a class's, a function's)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def _outside_readings(path: Path, text: str) -> set[str]:
+    """What the code of ``text`` (the source of ``path``) reads of a process from outside it: text, modules,
+    names (docstrings and comments are not code)."""
+    tree = ast.parse(text)
+    skipped, found = _docstrings(tree), set()
+    imported = {name.rsplit(".", 1)[0] if not _is_module(name) and name.startswith("grader.") else name
+                for name in _imported(path, text)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            found |= {f"text {word!r}" for word in READING_TEXT if word in node.value.lower()}
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            imported.add(node.module or "")
+            found |= {f"name {alias.name}" for alias in node.names if alias.name in READING_NAMES}
+        elif isinstance(node, ast.Attribute) and node.attr in READING_NAMES:
+            found.add(f"name {node.attr}")
+        elif isinstance(node, ast.Name) and (node.id in READING_NAMES or "nvml" in node.id.lower()):
+            found.add(f"name {node.id}")
+        if isinstance(node, ast.Attribute) and "nvml" in node.attr.lower():
+            found.add(f"name {node.attr}")
+    found |= {f"module {name}" for name in imported
+              if any(name == module or name.startswith(module + ".") for module in READING_MODULES)}
+    return found
+
+
+def test_no_driver_reads_a_worker_from_outside_itself():
+    """/proc, mincore, NVML, another process's clock or usage: containment reads them, through the backend."""
+    found = {str(path.relative_to(GRADER)): readings for path in sorted([*DRIVERS.rglob("*.py"), *HIDDEN.rglob("*.py")])
+             if (readings := _outside_readings(path, path.read_text()))}
+    assert not found, found
+
+
+@pytest.mark.parametrize(("planted", "reading"), [
+    ('with open(f"/proc/{pid}/io") as io:\n    io.read()\n', "text '/proc'"),
+    ("import ctypes\nlibc = ctypes.CDLL(None)\n", "module ctypes"),
+    ("from ...containment import pagecache\npagecache.cached_bytes(3)\n", "module grader.containment.pagecache"),
+    ("import pynvml\n", "module pynvml"),
+    ("import os\nos.times()\n", "name times"),
+    ("import resource\nresource.getrusage(resource.RUSAGE_CHILDREN)\n", "name getrusage"),
+    ("import resource\nresource.prlimit(7, resource.RLIMIT_AS)\n", "name prlimit"),
+    ("from pynvml import nvmlDeviceGetComputeRunningProcesses\n", "module pynvml"),
+    ("import os\nos.wait4(7, 0)\n", "name wait4"),
+    ('open("/sys/fs/cgroup/x/cpu.stat")\n# schedstat\n', None),
+])
+def test_a_driver_that_reads_a_worker_is_found(planted, reading):
+    """A planted driver that reads a worker from outside is named; a comment (or a cgroup file: containment
+    would not hand a driver its folder) is not what the scan looks for."""
+    found = _outside_readings(DRIVERS / "planted.py", f'"""Mentions /proc and mincore: a docstring."""\n{planted}')
+    assert (reading in found) if reading else not found, found
 
 
 def test_the_worker_holds_only_the_confined_folder_and_the_wire_format(tmp_path):

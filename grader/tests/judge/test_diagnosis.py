@@ -16,7 +16,7 @@ from grader import wire
 from grader.judge.inprocess import InProcess
 from grader.judge.diagnosis.replay import unreplayable
 from grader.judge.drivers import optim as drive
-from grader.judge.drivers.same import same
+from grader.judge.drivers.answers import same
 from grader.submission import stage
 
 HANDOUT = Path(__file__).resolve().parents[3] / "handout.md"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.judge.drivers.local import Local
+from grader.judge.drivers.sides import Local
 from grader.judge.drivers import optim as drive
 from grader.judge.drivers import optim_source
 

@@ -12,9 +12,9 @@ pytest.importorskip("cosmic_ray", reason="cosmic-ray comes with the dev extra")
 from grader import mistakes  # noqa: E402
 from grader.grading.grade import grade  # noqa: E402
 from grader.judge.plugin import STOPPED  # noqa: E402
-from grader.selfproof.cosmicray import equivalent, mutate  # noqa: E402
-from grader.selfproof.cosmicray.regions import Eligibility, Identity, identities  # noqa: E402
-from grader.selfproof.cosmicray.verdict import KILLED, SURVIVED, verdict  # noqa: E402
+from grader.selfproof.mutation import equivalent, mutate  # noqa: E402
+from grader.selfproof.mutation.regions import Eligibility, Identity, identities  # noqa: E402
+from grader.selfproof.mutation.verdict import KILLED, SURVIVED, verdict  # noqa: E402
 
 SOURCE = '''def f(x):
     """Doc 1 + 2."""

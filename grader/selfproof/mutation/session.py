@@ -95,7 +95,7 @@ def _create(session: Session, sample: int | None, seed: int) -> None:
         raise MutationError(f"{session.problem}: the reference scores {baseline.score:g} of {runnable:g} runnable "
                             "points; mutation testing needs a passing reference")
     target = f"submission/assignment/{session.module}.py"  # relative: each worker mutates its own copy
-    command = [sys.executable, "-m", "grader.selfproof.cosmicray.verdict", "submission", "--problem", session.problem,
+    command = [sys.executable, "-m", "grader.selfproof.mutation.verdict", "submission", "--problem", session.problem,
                "--expect", f"{baseline.score:g}"]
     config = ConfigDict({"module-path": target, "timeout": TIMEOUT_SECONDS, "excluded-modules": [],
                          "test-command": shlex.join(command), "distributor": {"name": "local"}})
@@ -175,7 +175,7 @@ def _http_worker(session: Session, index: int) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "grader.selfproof.cosmicray.http_worker", str(port)], cwd=folder,
+    process = subprocess.Popen([sys.executable, "-m", "grader.selfproof.mutation.http_worker", str(port)], cwd=folder,
                                env=kit_pythonpath(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(port, process)

@@ -1,4 +1,4 @@
-"""The judge's reading of a token file's page cache (grader/judge/drivers/pagecache.py): after an
+"""The judge's reading of a token file's page cache (grader/containment/pagecache.py): after an
 eviction nothing of the file is counted, and every route into its pages shows, whoever took it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge.drivers.pagecache import cached_bytes, evict
+from grader.containment.pagecache import cached_bytes, evict
 
 SIZE = 4 << 20
 CHUNK = 1 << 20

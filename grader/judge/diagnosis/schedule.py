@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..record import TestRecord
-from .budget import Budget
-from .handle import Recording, Submission
+from ...record import TestRecord
+from ..budget import Budget
+from ..handle import Recording, Submission
 
 DIAGNOSIS_SECONDS = (60.0, 240.0)  # at most per failed test, and in all, for naming known mistakes
 
@@ -40,7 +40,7 @@ class Schedule:
 
     def failed(self, record: TestRecord, submission: Submission) -> None:
         """A test failed in its call: name its mistakes now, or after the suite where a probe diagnoses them."""
-        from .diagnosis import PROBES
+        from . import PROBES
 
         if record.problem in PROBES:
             self.probed.append(record)
@@ -63,14 +63,14 @@ class Schedule:
         self.probed = []
 
     def _diagnoser(self):
-        from .diagnosis import Diagnoser
+        from . import Diagnoser
 
         self.diagnoser = self.diagnoser or Diagnoser()
         return self.diagnoser
 
     def _name(self, record: TestRecord, mistakes: list) -> None:
         """Put the known ``mistakes`` (``Mistake``) in the failed test's record, and before its message."""
-        from .diagnosis import feedback
+        from . import feedback
 
         record.mistakes = [mistake.id for mistake in mistakes]
         if mistakes:

@@ -1,4 +1,4 @@
-"""The reviewed list of equivalent mutants (``grader/selfproof/cosmicray/equivalent.toml``).
+"""The reviewed list of equivalent mutants (``grader/selfproof/mutation/equivalent.toml``).
 
 Each ``[[equivalent]]`` names a mutant by ``module``, ``operator`` (the engine's name,
 e.g. ``core/NumberReplacer``), ``line`` (the mutated line's text, stripped), optional
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...catalog import read_toml
+from ...toml_catalogs import read_toml
 from .regions import Identity
 
 LIST = Path(__file__).parent / "equivalent.toml"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.judge.drivers.same import same, same_value
+from grader.judge.drivers.answers import same, same_value
 
 
 @pytest.mark.parametrize("a, b, equal", [

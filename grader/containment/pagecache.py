@@ -1,4 +1,5 @@
-"""What a file has in the page cache, read by the judge through its own mapping of it.
+"""What a file has in the page cache, read by the judge through its own mapping of it (asked through the
+backend: ``Backend.evict_page_cache``, ``Backend.page_cache_bytes``).
 
 Whatever route brought a page of the file in (read(2), a mapping, splice(2), sendfile(2),
 ``posix_fadvise(WILLNEED)``, ``readahead(2)``; by any process), ``mincore(2)`` on a mapping of the

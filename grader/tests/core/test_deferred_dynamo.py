@@ -1,4 +1,4 @@
-"""``grader/eager.py``: torch.optim and torch.utils.checkpoint run without importing ``torch._dynamo``, and
+"""``grader/deferred_dynamo.py``: torch.optim and torch.utils.checkpoint run without importing ``torch._dynamo``, and
 the first use of anything more (compiling, importing a name it does not answer) gets the real module.
 
 Each case runs in a fresh interpreter: ``install`` changes ``sys.modules`` and ``builtins.__import__``.
@@ -18,10 +18,10 @@ SET_UP = f"""
 import sys, types
 sys.path.insert(0, {str(GRADER)!r})
 import torch, torch.utils.checkpoint
-import eager
-eager.install()
+import deferred_dynamo
+deferred_dynamo.install()
 def deferred():
-    return isinstance(sys.modules["torch._dynamo"], eager.Deferred)
+    return isinstance(sys.modules["torch._dynamo"], deferred_dynamo.Deferred)
 """
 
 EAGER_WORK = """
@@ -60,13 +60,13 @@ CASES = {
     "an attribute gets the real module": ("torch._dynamo.reset()\nassert not deferred()\n"),
     "the answered functions ask again": (EAGER_WORK + "fn = torch.optim.Optimizer.add_param_group.__wrapped__\n"
                                          "assert fn.__dict__['__dynamo_disable'] is fn\n"
-                                         "eager.load_real()\n"
+                                         "deferred_dynamo.load_real()\n"
                                          "assert '__dynamo_disable' not in fn.__dict__\n"),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_eager(case: str) -> None:
+def test_deferred_dynamo(case: str) -> None:
     script = textwrap.dedent(SET_UP) + CASES[case]
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

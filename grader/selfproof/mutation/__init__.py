@@ -7,7 +7,7 @@ and never a string literal (docstrings, error messages). A mutant is killed when
 scores below the unmutated reference under the derandomized ``ci`` profile.
 
 Engine: cosmic-ray. Its ``test-command`` is any shell command, so the verdict is the real
-grader (``grader.selfproof.cosmicray.verdict``); it mutates a module file in place wherever that file is,
+grader (``grader.selfproof.mutation.verdict``); it mutates a module file in place wherever that file is,
 so it works on a private copy outside the kit; its session is a SQLite database of work
 items that ``exec`` resumes, and that filters may mark skipped (how scope and sampling are
 applied); its ``http`` distributor spreads a session over workers on several machines.

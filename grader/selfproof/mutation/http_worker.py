@@ -1,4 +1,4 @@
-"""``python -m grader.selfproof.cosmicray.http_worker PORT``: cosmic-ray's HTTP worker, listening on loopback only.
+"""``python -m grader.selfproof.mutation.http_worker PORT``: cosmic-ray's HTTP worker, listening on loopback only.
 
 The engine's own ``cosmic-ray http-worker --port`` listens on every interface and runs the
 test command each request names; ``grader mutate --jobs N`` needs workers on this machine

@@ -1,6 +1,6 @@
 """The engine's test command: does one mutated package lose points on its problem?
 
-``python -m grader.selfproof.cosmicray.verdict SUBMISSION --problem P3 --expect 12`` grades SUBMISSION on
+``python -m grader.selfproof.mutation.verdict SUBMISSION --problem P3 --expect 12`` grades SUBMISSION on
 that problem's hidden suite as ``grader grade --problems P3 --profile ci`` does (the sandboxed
 worker, the derandomized examples), but stops at the first failed test and never shrinks a
 failing example: neither changes whether the submission loses points, and a killed mutant
@@ -37,7 +37,7 @@ def verdict(submission: str, problem: str, expect: float) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.selfproof.cosmicray.verdict", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m grader.selfproof.mutation.verdict", description=__doc__.split("\n")[0])
     parser.add_argument("submission")
     parser.add_argument("--problem", required=True)
     parser.add_argument("--expect", type=float, required=True, help="the unmutated reference's score")

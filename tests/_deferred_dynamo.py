@@ -1,0 +1,1 @@
+../grader/deferred_dynamo.py

@@ -1,1 +1,0 @@
-../grader/eager.py
