@@ -627,7 +627,9 @@ class Scope:
             if name in EXCEPTIONS:
                 return Value(SCALAR)
             if name not in BUILTINS:
-                self.refuse(node, f"calls {name}()")
+                named = _fold(node.args[1], self.module) if len(node.args) > 1 else None
+                self.refuse(node, f"calls {name}(..., {named!r})" if name in ("getattr", "hasattr", "setattr")
+                            and named is not None else f"calls {name}()")
                 return Value(OTHER)
             if name in ("list", "tuple", "set", "frozenset", "enumerate", "zip", "dict") and arguments:
                 return _merge(*(self.iterated(a, n) for a, n in zip(arguments, node.args)))

@@ -38,7 +38,7 @@ def _channels_first(folder, body: str, **modules: str):
 
 
 @pytest.mark.parametrize("body, found", [
-    ('    return getattr(x, "per" + "mute")(0, 1)\n', "calls getattr()"),
+    ('    return getattr(x, "per" + "mute")(0, 1)\n', "calls getattr(..., 'permute')"),
     ('    import importlib\n    return x\n', "import importlib"),
     ('    return getattr(torch, pattern)(x)\n', "a name the grader cannot compute"),
     ('    from torch._utils import _import_dotted_name as d\n    return d("torch.mm")(x, x)\n',
