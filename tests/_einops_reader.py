@@ -53,6 +53,12 @@ ALLOWED = ("allowed: einops.einsum/rearrange/reduce/repeat/parse_shape; a tensor
            "compute no tensor (len, int, float, isinstance, range, ...), the package's own functions; arithmetic "
            "other than @ (a tensor scaled by a number is fine), comparisons, if, raise")
 
+REWRITE = ("an einops call of the function's own (einsum, rearrange, reduce or repeat, with a pattern written in the "
+           "code that changes something once unit axes are dropped) must produce each returned value from the inputs "
+           "or from values einops produced (a number may scale it): an identity, a round trip such as '... -> ... ()' "
+           "then '... () -> ...', an einops call on a value computed another way or beside the value, or a call to "
+           "another function that calls einops does not count")
+
 # What a value is, as far as the form is concerned.
 SCALAR = "scalar"  # a number, shape, string...: never a tensor
 INPUT = "input"  # an argument (or a value made from arguments without einops)
@@ -328,12 +334,7 @@ class Reader:
                             self.returns(module, node)
                     good = False
             if not good:
-                missing.append(
-                    f"einsum.{name} does not return a value that an einops call of its own (einsum, rearrange, "
-                    "reduce or repeat, with a pattern written in the code that changes something once unit axes "
-                    "are dropped) produced from its inputs: an identity or a round trip such as "
-                    "'... -> ... ()' then '... () -> ...', an einops call on a value computed another way, a call "
-                    "beside the value, or a helper's einops call does not count")
+                missing.append(f"einsum.{name} does not return a value that an einops rewrite of its own produced")
         return missing, list(self.refused.values())
 
     def _import_time(self, module: Module) -> None:
