@@ -4,13 +4,16 @@ Each docstring shows the "old way" (``@``, ``transpose``, ``view``, ``permute``,
 where every dimension is a bare position such as ``-2``. Rewrite it with einops (``einsum``,
 ``rearrange``, ``reduce``, ``repeat``) so that every dimension has a name in the pattern.
 
-Form rules (checked on this file's code and the modules of the package it imports; docstrings and
-comments are ignored): every function below calls an einops function itself with a pattern that
-changes something (calling another function of this file does not count, nor does
-``"... -> ..."``) [P3.form-einops], and no code here uses ``@``, ``matmul``, ``bmm``, ``mm``,
-``transpose``, ``permute``, ``view``, ``reshape``, ``.T``/``.mT``, ``movedim``,
-``swapaxes``/``swapdims``, ``flatten``/``unflatten``, ``tensordot``, ``torch.einsum``, ``.sum`` or
-``.mean`` [P3.form-no-old-way].
+Form rules (checked by reading this file's code and what the functions reach: helpers, the package's
+modules they use, ``__init__.py``; docstrings and comments are ignored): every function below returns a
+value that an einops call of its own produced, with a pattern that changes something (not
+``"... -> ..."``, not a unit axis added or dropped), applied to its inputs or to einops' values; a call
+to another function of this file does not count [P3.form-einops]. And that code does only what is
+allowed: einops' ``einsum``/``rearrange``/``reduce``/``repeat``/``parse_shape``; a tensor's ``.shape``,
+``.ndim``, ``.dtype``, ``.device``, ``.size()``, ``.dim()``, ``.numel()``; subscripts of shapes (not of
+tensors); ``math.*``, your own functions, builtins that compute no tensor (``len``, ``int``,
+``isinstance``...); arithmetic other than ``@``; ``if`` and ``raise``. Anything else (``@``, ``transpose``,
+``view``, ``sum``, ``torch.inner``, ``x[..., 0]``...) is refused, listed or not [P3.form-no-old-way].
 
 Results keep the input dtype (float32, float64 and bfloat16 are graded) [P3.keep-dtype]. A ``...``
 in a pattern stands for any number of leading batch dims, none included.

@@ -1,8 +1,9 @@
 """Modules of the public tests the grader shares, loaded by their path (the public tests are not a package).
 
 One file each, so the student's run and the grade read a rule and refuse a route in the same words: the
-handout's reader (``tests/_rules.py``), the "code is reached by its name" hook (``tests/_by_name.py``) and P1's
-source reader for its decode-from-the-layout rule (``tests/_layout_reader.py``).
+handout's reader (``tests/_rules.py``), the "code is reached by its name" hook (``tests/_by_name.py``), P1's
+source reader for its decode-from-the-layout rule (``tests/_layout_reader.py``) and P3's reader for its form
+rules (``tests/_einops_reader.py``).
 """
 
 from __future__ import annotations

@@ -5,18 +5,21 @@ Values: every function is compared with the same computation done the old way (`
 channels_first) must match exactly; products and reductions must match within the rounding
 error of their dtype (see ``drivers/einsum.py``, ``assert_rounded``).
 
-Form: a static ``ast`` check of einsum.py and of every module of the package it imports (the scanner
-P5 uses, ``drivers/scan.py``): a helper written the old way counts as einsum.py's own code. A function
-calls einops for its form only with a pattern written in the code that is not an identity
-(``"... -> ..."`` rewrites nothing). Form points are given beside work only: each form test first
-draws one call of every function and compares it with the old way.
+Form: a static reading of the package as the nine functions reach it (``__init__.py`` included), by the
+public tests' reader ``tests/_einops_reader.py`` (loaded by its path, so both apply one rule): an
+allowlist of what that code may do (einops, shapes, numbers; anything else is refused, listed or not),
+and a form-einops point only where each returned value was produced by an einops rewrite of the
+function's own that changes something (no identity, no round trip, no einops call on a value computed
+another way). It is static on purpose: what runs in the worker cannot be trusted to report on itself.
+Form points are given beside work only: each form test first draws one call of every function and
+compares it with the old way.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import math
+from pathlib import Path
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -27,6 +30,7 @@ from hypothesis import strategies as st
 
 from grader.judge.drivers import scan
 from grader.judge.drivers.einsum import assert_exact, assert_rounded, call_text, product_oracle, shown
+from grader.public import public_module
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 # One failure per test, reported plainly (not an ExceptionGroup of "distinct failures"), and no
@@ -294,115 +298,36 @@ def test_results_keep_the_input_dtype(sub, data, dtype):
 
 # --- form --------------------------------------------------------------------------------------
 
-LISTED = ("pairwise_scores", "sum_hidden", "mean_hidden", "split_heads", "merge_heads", "per_head_linear",
-          "linear", "attention_scores", "channels_first")
-EINOPS_FUNCTIONS = frozenset({"einsum", "rearrange", "reduce", "repeat"})
-# Each forbidden name, and the einops function that replaces it.
-FORBIDDEN = {
-    **dict.fromkeys(("matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "tensordot"), "einsum"),
-    **dict.fromkeys(("transpose", "permute", "T", "mT", "movedim", "swapaxes", "swapdims"), "rearrange"),
-    **dict.fromkeys(("view", "reshape", "flatten", "unflatten"), "rearrange"),
-    **dict.fromkeys(("sum", "mean"), "reduce"),
-}
+READER = "_einops_reader.py"  # the public test's reader (tests/), loaded by its path: one rule, one wording
 
 
 class FormCheck:
-    """The form rules on einsum.py and the modules its functions reach (the scanner all source checks share,
-    ``grader/judge/drivers/scan.py``): which listed functions rewrite nothing with einops, which code uses the
-    old way or reaches code dynamically."""
+    """The form rules on the package as einsum.py's nine functions reach it, read by the public tests' reader
+    (``tests/_einops_reader.py``: an allowlist of what the code may do, and what produced each returned value),
+    with the dynamic-access rule all source checks share (``grader/judge/drivers/scan.py``)."""
 
-    def __init__(self, source: str, reached: list[scan.Source] = (), unread: list[scan.Finding] = ()) -> None:
-        self.source = scan.Source(source, "einsum.py")
-        self.modules = [self.source, *reached]
-        self.unread = list(unread)
-        for module in self.modules:  # a star import binds whatever it binds: assume the names that matter
-            for node in ast.walk(module.tree):
-                if isinstance(node, ast.ImportFrom) and node.module and not node.level and any(
-                        alias.name == "*" for alias in node.names):
-                    names = EINOPS_FUNCTIONS if node.module.split(".")[0] == "einops" else [*FORBIDDEN, "einsum"]
-                    for name in names:
-                        module.aliases.setdefault(name, f"{node.module}.{name}")
-        self.tree = self.source.tree
-        self.aliases = self.source.aliases
-        self.functions = {node.name: node for node in self.tree.body
-                          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    def __init__(self, folder: Path) -> None:
+        sources, self.unread = scan.package(folder, "einsum", init=True)
+        if not sources or sources[0].file != "einsum.py":
+            raise AssertionError("; ".join(map(str, self.unread)) or "einsum.py is missing")
+        self.sources = sources
+        self.missing, self.refused = public_module(READER).form(folder)
 
     @classmethod
     def of(cls, folder) -> FormCheck:
-        """einsum.py of the submission in ``folder`` and every module of it that einsum.py imports (``__init__``
-        only where einsum.py takes names from the package itself)."""
-        sources, unread = scan.package(folder, "einsum", init=False)
-        if not sources or sources[0].file != "einsum.py":
-            raise AssertionError("; ".join(map(str, unread)) or "einsum.py is missing")
-        return cls((folder / "einsum.py").read_text(errors="replace"), sources[1:], unread)
-
-    def dotted(self, node: ast.AST, module: scan.Source | None = None) -> str | None:
-        """``e.rearrange`` -> ``einops.rearrange`` (None when the root is not a name)."""
-        return (module or self.source).dotted(node)
-
-    @staticmethod
-    def is_einops(name: str | None) -> bool:
-        return bool(name) and name.split(".")[0] == "einops" and name.split(".")[-1] in EINOPS_FUNCTIONS
-
-    def rewrites(self, call: ast.Call) -> bool:
-        """Whether an einops call rewrites anything: its pattern is one the grader can read, and not an
-        identity (``"... -> ..."``, the same axes on both sides)."""
-        einsum = self.dotted(call.func).split(".")[-1] == "einsum"
-        given = [k.value for k in call.keywords if k.arg == "pattern"]
-        node = given[0] if given else (call.args[-1] if einsum else call.args[1]) if len(call.args) > 1 else None
-        pattern = self.source.fold(node) if node is not None else None
-        if pattern is None or "->" not in pattern:
-            return False
-        left, _, right = pattern.partition("->")
-        return left.split() != right.split()
+        return cls(Path(folder))
 
     def without_einops(self) -> list[str]:
-        """One message per listed function that does not rewrite its computation with einops itself."""
-        messages = []
-        for name in LISTED:
-            function = self.functions.get(name)
-            if function is None:
-                messages.append(f"einsum.{name} is not defined at the top level of einsum.py")
-            elif not any(isinstance(node, ast.Call) and self.is_einops(self.dotted(node.func)) and self.rewrites(node)
-                         for node in ast.walk(function)):
-                messages.append(f"einsum.{name} does not call einops.einsum, rearrange, reduce or repeat itself with "
-                                f"a pattern written in the code that changes something (calling another function "
-                                f"of einsum.py does not count, nor does an identity such as '... -> ...')")
-        return messages
+        """One message per listed function whose returned value no einops rewrite of its own produced; the rule
+        said once at the end."""
+        return [*self.missing, f"({public_module(READER).REWRITE})"] if self.missing else []
 
     def old_way_uses(self) -> list[str]:
-        """One message per use of a forbidden operation, with its module, line and function."""
-        messages = [str(finding) for finding in self.unread]
-        for module in self.modules:
-            where = {}
-            functions = [node for node in module.tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            for owner in [module.tree, *functions]:
-                label = "" if owner is module.tree else f", in {owner.name}"
-                for node in ast.walk(owner):
-                    if hasattr(node, "lineno"):
-                        where[id(node)] = f"line {node.lineno}{label}"
-            for node in ast.walk(module.tree):
-                what = self._forbidden(node, module)
-                if what:
-                    messages.append(f"{module.file} {where.get(id(node), '?')}: {what}")
-            messages += [f"{module.file} line {line}: uses getattr(..., {name!r}); use einops.{FORBIDDEN[name]}"
-                         for line, name in module.asked_by_string() if name in FORBIDDEN]
-            messages += [f"{found}: {scan.DYNAMIC_RULE}" for found in scan.dynamic(module)]
-        return messages
-
-    def _forbidden(self, node: ast.AST, module: scan.Source) -> str | None:
-        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
-            return "uses the @ operator; use einops.einsum with named dims"
-        if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN:
-            return f"uses .{node.attr}; use einops.{FORBIDDEN[node.attr]}"
-        if isinstance(node, ast.Attribute) and node.attr == "einsum" and not self.is_einops(self.dotted(node, module)):
-            return f"uses {self.dotted(node, module) or '.einsum'}; use einops.einsum with named dims, not torch.einsum"
-        if isinstance(node, ast.Name) and node.id in module.aliases and not self.is_einops(module.aliases[node.id]):
-            target = module.aliases[node.id]
-            last = target.split(".")[-1]
-            if last in FORBIDDEN or last == "einsum":
-                return f"uses {target} (imported as {node.id}); use einops.{FORBIDDEN.get(last, 'einsum')}"
-        return None
+        """One message per operation outside the allowlist (file, line, function), per file the scan could not
+        read, and per dynamic access; the allowlist said once at the end."""
+        messages = [str(finding) for finding in self.unread] + list(self.refused)
+        messages += [f"{found}: {scan.DYNAMIC_RULE}" for source in self.sources for found in scan.dynamic(source)]
+        return messages + [f"({public_module(READER).ALLOWED})"] if messages else []
 
 
 def form_check(sub) -> FormCheck:
@@ -459,5 +384,5 @@ def test_form_every_function_calls_einops(sub, data):
 @settings(max_examples=3)
 @given(data=st.data())
 def test_form_no_old_way_operations(sub, data):
-    """Form: no @, matmul, transpose, permute, view, reshape, .T, torch.einsum, .sum, .mean... in einsum.py or the modules it imports"""
+    """Form: the code the nine functions reach (einsum.py, its helpers, __init__.py) does only what the allowlist allows: einops, shapes, numbers"""
     assert_form(sub, data, form_check(sub).old_way_uses())

@@ -54,7 +54,7 @@ VARIANTS = {
     "permute-by-a-built-name": Variant(
         "einsum", 'return rearrange(images, "b h w c -> b c h w")',
         'return getattr(rearrange(images, "b h w c -> b h w c"), "per" + "mute")(0, 3, 1, 2)',
-        "form", "getattr(..., 'permute') (use einops)"),
+        "form", "calls getattr(..., 'permute')"),
     "float-heads-handed-to-einops": Variant(
         "einsum", 'return rearrange(x, "... (heads d) -> ... heads d", heads=heads)',
         'return rearrange(x, "... (heads d) -> ... heads d", heads=num_heads)',
