@@ -324,17 +324,20 @@ def test_adagrad_keeps_the_sum_of_squares_in_its_state(optim):
 
 @pytest.mark.rule("P5.adagrad-initial-sum")
 def test_adagrad_sum_starts_at_the_initial_accumulator_value(optim):
+    # c is frozen (requires_grad=False): torch.optim.Adagrad gives it a "sum" in __init__ all the same.
     a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 2))
-    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b], "lr": 0.5, "initial_accumulator_value": 5.0}],
+    c = torch.nn.Parameter(torch.ones(2), requires_grad=False)
+    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b, c], "lr": 0.5, "initial_accumulator_value": 5.0}],
                      lr=0.1, initial_accumulator_value=0.25)
-    for name, p in (("a", a), ("b", b)):
+    for name, p in (("a", a), ("b", b), ("c", c)):
         total = optimizer.state.get(p, {}).get("sum")
         check_true(isinstance(total, torch.Tensor) and torch.equal(total, torch.full_like(p, 0.25)),
-                   f"AdaGrad([{{'params': [a]}}, {{'params': [b], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
-                   f"lr=0.1, initial_accumulator_value=0.25): optimizer.state[{name}] before any step",
+                   f"AdaGrad([{{'params': [a]}}, {{'params': [b, c], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
+                   f"lr=0.1, initial_accumulator_value=0.25), c with requires_grad=False: optimizer.state[{name}] "
+                   "before any step",
                    dict(optimizer.state.get(p, {})), f"'sum' = torch.full_like({name}, 0.25), created in __init__",
-                   ADAGRAD_SECTION, "the constructor's initial_accumulator_value applies to every group, as in "
-                   "torch.optim.Adagrad (a group's own value is not read)")
+                   ADAGRAD_SECTION, "the constructor's initial_accumulator_value applies to every parameter of every "
+                   "group, frozen ones included, as in torch.optim.Adagrad (a group's own value is not read)")
 
 
 @pytest.mark.rule("P5.adagrad-matches-torch")

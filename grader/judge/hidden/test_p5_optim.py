@@ -159,6 +159,14 @@ def test_adagrad_trajectory_matches_torch(sub, shape_list, hyper, seed):
     """AdaGrad follows torch.optim.Adagrad's trajectory for any lr, eps, initial accumulator and weight decay."""
     scenario = Scenario(shapes=shape_list, hyper=hyper, steps=15, seed=seed)
     compare(sub, "AdaGrad", scenario, f"15 steps of optim.{scenario.describe('AdaGrad')}")
+    # A frozen parameter (requires_grad=False) gets its "sum" in __init__ too, as in torch.optim.Adagrad,
+    # and keeps it at initial_accumulator_value (its .grad stays None).
+    frozen = Scenario(shapes=[(3,), (2, 2)], hyper=hyper, steps=2, seed=seed, frozen=[1])
+    what = f"2 steps of optim.{frozen.describe('AdaGrad')}"
+    got = compare(sub, "AdaGrad", frozen, what)
+    assert_state_matches(got, drive.run(ORACLE, "AdaGrad", frozen), "AdaGrad", "sum", what,
+                         lambda: ": __init__ creates state[p]['sum'] for every parameter of every group, frozen ones "
+                                 "included")
 
 
 def assert_state_matches(got: drive.Run, want: drive.Run, kind: str, key: str, what: str,
