@@ -267,6 +267,15 @@ def _stack(trace: list, index: int) -> torch.Tensor:
     return torch.stack(trace)
 
 
+def state_entries(run_: Run) -> list[bool]:
+    """Per parameter, whether ``optimizer.state`` has an entry for it (``state.get(p)`` is not None; it
+    does not create one, where reading ``state[p]`` of the defaultdict does)."""
+    state = run_.optimizer.get("state", keep=True)
+    entries = [state.call("get", p) is not None for p in run_.handles]
+    state.release()
+    return entries
+
+
 def state_of(run_: Run) -> list[Any]:
     """Per parameter, ``optimizer.state.get(p)`` as data (``{}`` where it has no entry)."""
     state = run_.optimizer.get("state", keep=True)
