@@ -339,6 +339,12 @@ def test_checkpointed_saves_fewer_activations(amp):
     bound = 6 * block_input + off // 6
     check_true(on <= bound, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward",
                f"at most {bound} (about one block input per block) instead of {off}: checkpoint every block", CKPT)
+    # And at least about one block input per block: one checkpoint around the whole stack keeps only x (1 block
+    # input; checkpointing each block keeps 6), and its backward recomputes every block at once.
+    floor = 6 * block_input // 2
+    check_true(on >= floor, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward ({on / block_input:g} block inputs)",
+               f"at least {floor} (about one {block_input}-byte block input per block, 6 in all): wrap each block in "
+               "its own checkpoint, not the whole stack in one", CKPT)
 
 
 @pytest.mark.rule("P8.train-losses")

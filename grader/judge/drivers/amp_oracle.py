@@ -186,7 +186,8 @@ class CheckpointMemory:
     """The CPU measurement of what ``checkpointed`` keeps for backward (the hidden suite's, and P8's probe's):
     ``depth`` blocks of ``width`` holding ``state``, the input ``x``, what a plain forward keeps (``plain``,
     counted here) and the bound a checkpointed forward must stay under: one block input per block, plus slack
-    for one block run plainly (checkpoint_sequential leaves its last segment un-checkpointed)."""
+    for one block run plainly (checkpoint_sequential leaves its last segment un-checkpointed); and the floor it
+    must reach: half a block input per block (one checkpoint around the whole stack keeps one block input)."""
 
     depth: int
     width: int
@@ -195,6 +196,7 @@ class CheckpointMemory:
     plain: int
     block_input: int
     bound: int
+    floor: int
 
 
 MEASURABLE = 0.8  # a plain forward the judge drives must show this share of what it keeps, or memory is unmeasurable
@@ -206,7 +208,8 @@ def checkpoint_memory(depth: int = 6, width: int = 16, rows: int = 32768) -> Che
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
     plain = plain_saved_bytes(drive.block(width), depth, state, x)
     block_input = x.numel() * x.element_size()
-    return CheckpointMemory(depth, width, state, x, plain, block_input, depth * block_input + plain // depth)
+    return CheckpointMemory(depth, width, state, x, plain, block_input, depth * block_input + plain // depth,
+                            depth * block_input // 2)
 
 
 def saved_bytes(module: torch.nn.Module, forward) -> int:
