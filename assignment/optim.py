@@ -38,7 +38,7 @@ class SGD(torch.optim.Optimizer):
 
     the same trajectory as ``torch.optim.SGD(params, lr, momentum, weight_decay=...)``
     (dampening 0, no Nesterov). Parameters whose ``.grad`` is None are skipped (their momentum
-    buffer is left as it is). With momentum 0 no buffer is created (plain SGD keeps no state). Each param group may set its own ``lr``, ``momentum`` and
+    buffer is left as it is, and no ``self.state`` entry is made for them). With momentum 0 no buffer is created (plain SGD keeps no state). Each param group may set its own ``lr``, ``momentum`` and
     ``weight_decay``; the arguments here are the defaults for groups that do not.
 
     Raises:

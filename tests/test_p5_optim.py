@@ -324,17 +324,20 @@ def test_adagrad_keeps_the_sum_of_squares_in_its_state(optim):
 
 @pytest.mark.rule("P5.adagrad-initial-sum")
 def test_adagrad_sum_starts_at_the_initial_accumulator_value(optim):
+    # c is frozen (requires_grad=False): torch.optim.Adagrad gives it a "sum" in __init__ all the same.
     a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 2))
-    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b], "lr": 0.5, "initial_accumulator_value": 5.0}],
+    c = torch.nn.Parameter(torch.ones(2), requires_grad=False)
+    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b, c], "lr": 0.5, "initial_accumulator_value": 5.0}],
                      lr=0.1, initial_accumulator_value=0.25)
-    for name, p in (("a", a), ("b", b)):
+    for name, p in (("a", a), ("b", b), ("c", c)):
         total = optimizer.state.get(p, {}).get("sum")
         check_true(isinstance(total, torch.Tensor) and torch.equal(total, torch.full_like(p, 0.25)),
-                   f"AdaGrad([{{'params': [a]}}, {{'params': [b], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
-                   f"lr=0.1, initial_accumulator_value=0.25): optimizer.state[{name}] before any step",
+                   f"AdaGrad([{{'params': [a]}}, {{'params': [b, c], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
+                   f"lr=0.1, initial_accumulator_value=0.25), c with requires_grad=False: optimizer.state[{name}] "
+                   "before any step",
                    dict(optimizer.state.get(p, {})), f"'sum' = torch.full_like({name}, 0.25), created in __init__",
-                   ADAGRAD_SECTION, "the constructor's initial_accumulator_value applies to every group, as in "
-                   "torch.optim.Adagrad (a group's own value is not read)")
+                   ADAGRAD_SECTION, "the constructor's initial_accumulator_value applies to every parameter of every "
+                   "group, frozen ones included, as in torch.optim.Adagrad (a group's own value is not read)")
 
 
 @pytest.mark.rule("P5.adagrad-matches-torch")
@@ -445,11 +448,14 @@ def test_params_without_grad_are_skipped(optim, name):
     hyper = dict(lr=0.1, momentum=0.9, weight_decay=0.1) if name == "SGD" else dict(lr=0.1, weight_decay=0.1,
                                                                                   initial_accumulator_value=0.1)
     a, b, c = (torch.nn.Parameter(torch.ones(3)) for _ in range(3))
+    twins = [torch.nn.Parameter(torch.ones(3)) for _ in range(3)]
     optimizer = call(getattr(optim, name), [a, b, c], **hyper)
+    oracle = CASES[name][1](twins, **hyper)
     what = f"{name}([a, b, c], **{hyper})"
     for step, with_grad in ((1, (a, b)), (2, (a,))):
-        for p in (a, b, c):
+        for p, twin in zip((a, b, c), twins):
             p.grad = torch.full_like(p, 0.5) if any(p is q for q in with_grad) else None
+            twin.grad = None if p.grad is None else p.grad.clone()
         kept = {key: (p.detach().clone(), {k: v.clone() for k, v in optimizer.state.get(p, {}).items()
                                            if isinstance(v, torch.Tensor)}) for key, p in (("b", b), ("c", c))
                 if step == 2 or key == "c"}
@@ -461,6 +467,13 @@ def test_params_without_grad_are_skipped(optim, name):
             check_true(torch.equal(p.detach(), value) and same_state,
                        f"{what}: step {step} with {key}.grad None", f"{key} = {p.detach().tolist()}, state {now}",
                        f"{key} unchanged ({value.tolist()}) and its state as it was ({state}): skipped", f"optim.{name}")
+        oracle.step()
+        # A skipped parameter's state is not even read: self.state[p] (a defaultdict) creates an empty entry.
+        entries = [key for key, p in zip("abc", (a, b, c)) if p in optimizer.state]
+        expected = [key for key, p in zip("abc", twins) if p in oracle.state]
+        check_true(entries == expected, f"{what}: step {step}, then the parameters in optimizer.state",
+                   entries, f"{expected}, as torch.optim.{CASES[name][1].__name__}'s state: a parameter whose .grad "
+                   "is None gets no state entry (reading self.state[p] creates one)", f"optim.{name}")
     check_true(not torch.equal(a.detach(), torch.ones(3)), f"{what}: 2 steps with a.grad set", a.detach(),
                "a updated", f"optim.{name}")
 

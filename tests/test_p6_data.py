@@ -56,6 +56,19 @@ def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kin
                "raw little-endian integers, no header")
 
 
+@pytest.mark.rule("P6.save-bytes")
+@pytest.mark.parametrize("dtype", [">u2", np.dtype(">i4"), ">u8"], ids=str)
+def test_save_tokens_writes_little_endian_whatever_the_dtype_says(data, tmp_path, dtype):
+    values = [1, 258, 7, 1000]
+    path = tmp_path / "tokens.bin"
+    call(data.save_tokens, values, path, dtype=dtype)
+    want = np.asarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    got = path.read_bytes()
+    check_true(got == want, f"{SAVE}({values}, path, dtype={dtype!r})", f"the bytes {got.hex(' ')}",
+               f"the bytes of np.asarray(tokens, dtype=np.dtype(dtype).newbyteorder('<')).tofile(path): {want.hex(' ')}",
+               SAVE, "a big-endian dtype gives the integer type; the file is little-endian all the same")
+
+
 @pytest.mark.rule("P6.load-memmap")
 def test_round_trip_through_a_read_only_memmap(data, tmp_path):
     tokens = [0, 1, 2, 50256, 65535, 7]

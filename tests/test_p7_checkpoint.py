@@ -9,6 +9,7 @@ import os
 import pickle
 import random
 import re
+from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
@@ -302,9 +303,21 @@ def test_any_safe_extra_round_trips(checkpoint, value):
                f"{{'value': {value!r}}}", EXTRAS)
 
 
+# A tuple subclass: its items are allowed values, but it pickles as its own class, which weights_only refuses.
+Point = namedtuple("Point", "x y")
+
+
+class Steps(list):
+    """A list subclass, refused for the same reason."""
+
+    def __repr__(self) -> str:
+        return f"Steps({list(self)!r})"
+
+
 @pytest.mark.rule("P7.extras-refused")
 @pytest.mark.parametrize("bad", [np.float64(1.0), np.int64(3), np.zeros(3), {1, 2}, [1, object()],
-                                 {"deep": (1, np.float32(2.0))}, {np.int64(1): "a numpy key"}],
+                                 {"deep": (1, np.float32(2.0))}, {np.int64(1): "a numpy key"}, Point(1, 2),
+                                 {"nested": [Steps([1, 2])]}],
                          ids=lambda bad: re.sub(r" at 0x[0-9a-f]+", "", repr(bad)))  # the same ids in every process
 def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
     model, optimizer = trained_run(1)
@@ -312,7 +325,8 @@ def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
     call(checkpoint.save_checkpoint, model, optimizer, 1, path)
     before = path.read_bytes()
     check_raises(ValueError, checkpoint.save_checkpoint, model, optimizer, 2, path, bad=bad,
-                 why="extras must load with weights_only=True: numpy values, sets and objects do not")
+                 why="extras must load with weights_only=True: numpy values, sets, subclasses of list, tuple or dict "
+                 "(a namedtuple) and other objects do not; test exact types")
     check_true(path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"],
                f"{SAVE}(..., bad={bad!r})", sorted(os.listdir(tmp_path)),
                "the previous checkpoint unchanged and no other file: validate before writing", SAVE)

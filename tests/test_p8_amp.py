@@ -147,6 +147,33 @@ def test_the_step_uses_the_clipped_true_gradients(amp, scaler):
                "with a scaler, scaler.unscale_(optimizer) first, then clip_grad_norm_ over the optimizer's parameters")
 
 
+@pytest.mark.rule("P8.unscale-before-clip")
+@pytest.mark.parametrize("scaler", SCALERS)
+def test_clipping_covers_the_optimizers_parameters_only(amp, scaler):
+    # The SGD holds the last layer only: the first layer's gradients are computed, but they are not the
+    # optimizer's, so they count neither in grad_norm nor in the clipping.
+    model, oracle, batch = make_model(5), make_model(5), make_batch(6)
+    F.mse_loss(oracle(batch[0]), batch[1]).backward()
+    last = list(oracle[2].parameters())
+    want_norm = float(torch.nn.utils.get_total_norm([p.grad for p in last]))
+    max_grad_norm = 0.5 * want_norm
+    torch.nn.utils.clip_grad_norm_(last, max_grad_norm)
+    with torch.no_grad():
+        for p in last:
+            p -= 0.1 * p.grad
+    got = call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model[2].parameters(), lr=0.1),
+               scaler=scaler_of(SCALERS[scaler]), max_grad_norm=max_grad_norm)
+    what = (f"{STEP}(model, ..., SGD(model[2].parameters(), lr=0.1), {scaler}, max_grad_norm={max_grad_norm:.4g}: "
+            "half the norm of model[2]'s gradients)")
+    check_true(isinstance(got["grad_norm"], float) and math.isclose(got["grad_norm"], want_norm, rel_tol=1e-5),
+               what, got, f"grad_norm {want_norm:.6g}: the norm of the optimizer's gradients (model[2]'s), before "
+               "clipping", STEP, "clip_grad_norm_ over the optimizer's parameters (optimizer.param_groups), "
+               "not model.parameters()")
+    check_true(max_diff(model, oracle) < 1e-6, what, f"parameters off by {max_diff(model, oracle):.3g}",
+               "model[2] updated with its gradients clipped to max_grad_norm, model[0] unchanged", STEP,
+               "clip_grad_norm_ over the optimizer's parameters (optimizer.param_groups), not model.parameters()")
+
+
 @pytest.mark.rule("P8.scaler-step-update")
 def test_inf_gradient_skips_the_step_and_halves_the_scale(amp):
     model, batch = make_model(), make_batch()
@@ -312,6 +339,12 @@ def test_checkpointed_saves_fewer_activations(amp):
     bound = 6 * block_input + off // 6
     check_true(on <= bound, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward",
                f"at most {bound} (about one block input per block) instead of {off}: checkpoint every block", CKPT)
+    # And at least about one block input per block: one checkpoint around the whole stack keeps only x (1 block
+    # input; checkpointing each block keeps 6), and its backward recomputes every block at once.
+    floor = 6 * block_input // 2
+    check_true(on >= floor, f"{CKPT}(6 blocks, x)", f"{on} bytes saved for backward ({on / block_input:g} block inputs)",
+               f"at least {floor} (about one {block_input}-byte block input per block, 6 in all): wrap each block in "
+               "its own checkpoint, not the whole stack in one", CKPT)
 
 
 @pytest.mark.rule("P8.train-losses")

@@ -114,9 +114,13 @@ def checkpointed(side: Submission | InJudge) -> tuple:
     return output.read(), requires, drive.missing_gradients(side, held, after=output) if requires is True else None
 
 
+BELOW_FLOOR = "below the floor"  # keeps under half a block input per block
+
+
 def keeps_block_inputs_only(side: Submission | InJudge) -> bool | str:
     """Whether ``checkpointed(enabled=True)`` keeps for backward at most about one block input per block (the
-    bound of ``test_checkpointed_keeps_only_block_inputs``): for the student, how much its worker's memory
+    bound of ``test_checkpointed_keeps_only_block_inputs``; ``BELOW_FLOOR`` where it keeps under half a block
+    input per block, that test's floor: one checkpoint around the whole stack): for the student, how much its worker's memory
     grows while the output is built, read from outside as that test reads it (``UNMEASURED`` where a plain
     forward does not show, or where the submission runs in the judge's own process: nothing is outside it);
     for a variant, the bytes saved for backward, counted in the judge."""
@@ -136,7 +140,7 @@ def keeps_block_inputs_only(side: Submission | InJudge) -> bool | str:
                                      warm_up=True, keep=False)
     except StudentError:
         return "raised"
-    return kept <= case.bound
+    return BELOW_FLOOR if kept < case.floor else kept <= case.bound
 
 
 def signature(side: Submission | InJudge) -> Signature:

@@ -24,6 +24,8 @@ from .answers import shown
 from .sides import Handle, Side
 
 Recipe = list[tuple[str, tuple]]
+# What a Trainer's optimizer holds: the parameters of the whole MLP, or of its last layer only.
+OPTIMIZED = {"all": ("0.weight", "0.bias", "2.weight", "2.bias"), "last": ("2.weight", "2.bias")}
 
 
 def mlp(d_in: int, width: int, d_out: int) -> Recipe:
@@ -146,18 +148,23 @@ class Trainer:
     The loss is ``nn.MSELoss`` ("mse") or ``einsum("ij,ij->", prediction, y)`` ("dot"): a matmul, which
     autocast runs in 16 bits, so only a loss computed inside autocast accepts a 16-bit prediction and
     a float32 ``y``. ``step(poison="inf")`` replaces the first weight's gradient by inf (or NaN) during
-    that backward pass (a tensor hook ``torch.full_like``, removed after the step).
+    that backward pass (a tensor hook ``torch.full_like``, removed after the step). ``optimized="last"``:
+    the optimizer holds the last layer's parameters only (OPTIMIZED names them), the first layer is frozen
+    out of the step though its gradients are computed.
     """
 
     def __init__(self, sub: Submission, state: dict[str, torch.Tensor], lr: float = 0.1,
-                 scaler: dict | None = None, loss: str = "mse") -> None:
+                 scaler: dict | None = None, loss: str = "mse", optimized: str = "all") -> None:
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.sub = sub
         width, d_in = state["0.weight"].shape
         self.model, self.layers = sequential(sub, mlp(d_in, width, state["2.weight"].shape[0]))
         load(sub, self.model, state)
-        self.optimizer = sub.lib("torch.optim.SGD", self.model.call("parameters", keep=True), lr=lr)
+        if optimized not in OPTIMIZED:
+            raise ValueError(f"optimized must be one of {sorted(OPTIMIZED)}, got {optimized!r}")
+        holder = self.model if optimized == "all" else self.layers[-1]
+        self.optimizer = sub.lib("torch.optim.SGD", holder.call("parameters", keep=True), lr=lr)
         self.scaler = sub.lib("torch.amp.GradScaler", "cpu", **scaler) if scaler is not None else None
         self.loss_fn = sub.lib("torch.nn.MSELoss") if loss == "mse" else \
             sub.lib("functools.partial", library_function(sub, "torch.einsum"), "ij,ij->")
@@ -188,10 +195,11 @@ class Trainer:
 
 def run_steps(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
               precision: str = "fp32", scaler: dict | None = None, max_grad_norm: float | None = None,
-              lr: float = 0.1, poisons: Any = (None,), loss: str = "mse") -> tuple[Trainer, list, list]:
+              lr: float = 0.1, poisons: Any = (None,), loss: str = "mse",
+              optimized: str = "all") -> tuple[Trainer, list, list]:
     """``amp.train_step`` once per entry of ``poisons`` on a Trainer built in the worker: the trainer
     (to read back parameters and gradients), the results, and the scale after each step."""
-    trainer = Trainer(sub, state, lr=lr, scaler=scaler, loss=loss)
+    trainer = Trainer(sub, state, lr=lr, scaler=scaler, loss=loss, optimized=optimized)
     results, scales = [], []
     for poison in poisons:
         results.append(trainer.step(x, y, precision, max_grad_norm, poison))

@@ -71,8 +71,9 @@ def dot_loss(prediction: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def oracle_step(state, x, y, precision: str = "fp32", max_grad_norm: float | None = None, lr: float = 0.1,
-                loss_fn=F.mse_loss):
-    """(loss, pre-clip norm or None, parameters after one SGD step), computed by hand."""
+                loss_fn=F.mse_loss, optimized: str = "all"):
+    """(loss, pre-clip norm or None, parameters after one SGD step), computed by hand; the SGD holds the
+    parameters ``drive.OPTIMIZED[optimized]`` names: only those are clipped, measured and updated."""
     model = oracle_model(state)
     if precision == "fp32":
         loss = loss_fn(model(x), y)
@@ -80,10 +81,12 @@ def oracle_step(state, x, y, precision: str = "fp32", max_grad_norm: float | Non
         with torch.autocast("cpu", dtype=DTYPES[precision]):
             loss = loss_fn(model(x), y)
     loss.backward()
+    held = drive.OPTIMIZED[optimized]
     norm = None
     if max_grad_norm is not None:
-        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    after = {name: (p - lr * p.grad).detach() for name, p in model.named_parameters()}
+        norm = float(torch.nn.utils.clip_grad_norm_([p for name, p in model.named_parameters() if name in held],
+                                                    max_grad_norm))
+    after = {name: (p - lr * p.grad if name in held else p).detach() for name, p in model.named_parameters()}
     return loss.item(), norm, after
 
 
@@ -104,11 +107,12 @@ def max_param_diff(got: dict, want: dict) -> float:
     return max((got[k].double() - want[k].double()).abs().max().item() for k in want)
 
 
-def oracle_norm(state, x, y, precision: str = "fp32") -> float:
+def oracle_norm(state, x, y, precision: str = "fp32", optimized: str = "all") -> float:
     model = oracle_model(state)
     with torch.autocast("cpu", dtype=DTYPES[precision], enabled=precision != "fp32"):
         F.mse_loss(model(x), y).backward()
-    return float(torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]))
+    held = drive.OPTIMIZED[optimized]
+    return float(torch.nn.utils.get_total_norm([p.grad for name, p in model.named_parameters() if name in held]))
 
 
 def visible_case(seed: int, width: int, n: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
@@ -182,7 +186,8 @@ class CheckpointMemory:
     """The CPU measurement of what ``checkpointed`` keeps for backward (the hidden suite's, and P8's probe's):
     ``depth`` blocks of ``width`` holding ``state``, the input ``x``, what a plain forward keeps (``plain``,
     counted here) and the bound a checkpointed forward must stay under: one block input per block, plus slack
-    for one block run plainly (checkpoint_sequential leaves its last segment un-checkpointed)."""
+    for one block run plainly (checkpoint_sequential leaves its last segment un-checkpointed); and the floor it
+    must reach: half a block input per block (one checkpoint around the whole stack keeps one block input)."""
 
     depth: int
     width: int
@@ -191,6 +196,7 @@ class CheckpointMemory:
     plain: int
     block_input: int
     bound: int
+    floor: int
 
 
 MEASURABLE = 0.8  # a plain forward the judge drives must show this share of what it keeps, or memory is unmeasurable
@@ -202,7 +208,8 @@ def checkpoint_memory(depth: int = 6, width: int = 16, rows: int = 32768) -> Che
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(1))
     plain = plain_saved_bytes(drive.block(width), depth, state, x)
     block_input = x.numel() * x.element_size()
-    return CheckpointMemory(depth, width, state, x, plain, block_input, depth * block_input + plain // depth)
+    return CheckpointMemory(depth, width, state, x, plain, block_input, depth * block_input + plain // depth,
+                            depth * block_input // 2)
 
 
 def saved_bytes(module: torch.nn.Module, forward) -> int:

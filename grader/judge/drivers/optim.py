@@ -53,7 +53,8 @@ class Scenario:
     [indices], **overrides}``; no_grad: per step, the indices whose ``.grad`` is None;
     set_to_none=False: ``zero_grad(set_to_none=False)`` in the optimizer, then the new gradient
     copied into ``p.grad`` in place (as backward accumulates); init: starting values instead
-    of the drawn ones; load: a state dict handed to ``load_state_dict`` before the first step."""
+    of the drawn ones; load: a state dict handed to ``load_state_dict`` before the first step;
+    frozen: the indices of parameters built with ``requires_grad=False`` (their ``.grad`` stays None)."""
 
     shapes: list
     hyper: dict
@@ -66,11 +67,13 @@ class Scenario:
     init: list | None = None
     load: dict | None = None
     device: str = "cpu"
+    frozen: list | None = None
 
     def describe(self, kind: str) -> str:
         hyper = "".join(f", {k}={v!r}" for k, v in self.hyper.items())
         groups = f", param groups {self.groups}" if self.groups else ""
-        return f"{kind}(params of shapes {[tuple(s) for s in self.shapes]}{hyper}){groups}"
+        frozen = f", parameters {self.frozen} with requires_grad=False" if self.frozen else ""
+        return f"{kind}(params of shapes {[tuple(s) for s in self.shapes]}{hyper}){groups}{frozen}"
 
 
 class Objective:
@@ -102,10 +105,10 @@ class WorkerSide:
     def __init__(self, sub: Submission, device: str = "cpu") -> None:
         self.sub, self.device = sub, device
 
-    def parameter(self, value: torch.Tensor) -> Remote:
+    def parameter(self, value: torch.Tensor, requires_grad: bool = True) -> Remote:
         if self.device == "cpu":
-            return self.sub.lib("torch.nn.Parameter", value)
-        return self.sub.lib("torch.nn.Parameter", self._moved(value))
+            return self.sub.lib("torch.nn.Parameter", value, requires_grad=requires_grad)
+        return self.sub.lib("torch.nn.Parameter", self._moved(value), requires_grad=requires_grad)
 
     def optimizer(self, kind: str, spec: list, hyper: dict) -> Remote:
         optimizer = self.sub.new(f"optim.{kind}", spec, **hyper)
@@ -155,8 +158,8 @@ class JudgeSide:
         self.classes = {"SGD": torch.optim.SGD, "AdaGrad": torch.optim.Adagrad}
         self.device = device
 
-    def parameter(self, value: torch.Tensor) -> Local:
-        return Local(torch.nn.Parameter(value.to(self.device)))
+    def parameter(self, value: torch.Tensor, requires_grad: bool = True) -> Local:
+        return Local(torch.nn.Parameter(value.to(self.device), requires_grad=requires_grad))
 
     def optimizer(self, kind: str, spec: list, hyper: dict) -> Local:
         return Local(self.classes[kind](_unwrap_spec(spec), **hyper))
@@ -202,7 +205,9 @@ class Run:
 def run(side: WorkerSide | JudgeSide, kind: str, scenario: Scenario) -> Run:
     """Drive ``kind`` over ``scenario`` through ``side`` (see the module's docstring)."""
     objective = Objective(scenario.shapes, scenario.seed)
-    params = [side.parameter(v) for v in (scenario.init or objective.start)]
+    frozen = set(scenario.frozen or ())
+    params = [side.parameter(v, requires_grad=index not in frozen)
+              for index, v in enumerate(scenario.init or objective.start)]
     if scenario.groups is None:
         spec: list = params
     else:
@@ -219,7 +224,7 @@ def run(side: WorkerSide | JudgeSide, kind: str, scenario: Scenario) -> Run:
 
     def give_gradients(step: int, values: list[torch.Tensor]) -> torch.Tensor:
         loss, grads = objective.loss_and_gradients(values)
-        skipped = set(scenario.no_grad[step]) if scenario.no_grad else set()
+        skipped = (set(scenario.no_grad[step]) if scenario.no_grad else set()) | frozen
         if not scenario.set_to_none:
             optimizer.call("zero_grad", set_to_none=False)
         for index, (p, g) in enumerate(zip(params, grads)):
@@ -260,6 +265,15 @@ def _stack(trace: list, index: int) -> torch.Tensor:
     assert len(kinds) == 1 and isinstance(trace[0], torch.Tensor), (
         f"parameter {index} changed type, dtype or shape during the run: {sorted(map(str, kinds))}")
     return torch.stack(trace)
+
+
+def state_entries(run_: Run) -> list[bool]:
+    """Per parameter, whether ``optimizer.state`` has an entry for it (``state.get(p)`` is not None; it
+    does not create one, where reading ``state[p]`` of the defaultdict does)."""
+    state = run_.optimizer.get("state", keep=True)
+    entries = [state.call("get", p) is not None for p in run_.handles]
+    state.release()
+    return entries
 
 
 def state_of(run_: Run) -> list[Any]:

@@ -159,6 +159,14 @@ def test_adagrad_trajectory_matches_torch(sub, shape_list, hyper, seed):
     """AdaGrad follows torch.optim.Adagrad's trajectory for any lr, eps, initial accumulator and weight decay."""
     scenario = Scenario(shapes=shape_list, hyper=hyper, steps=15, seed=seed)
     compare(sub, "AdaGrad", scenario, f"15 steps of optim.{scenario.describe('AdaGrad')}")
+    # A frozen parameter (requires_grad=False) gets its "sum" in __init__ too, as in torch.optim.Adagrad,
+    # and keeps it at initial_accumulator_value (its .grad stays None).
+    frozen = Scenario(shapes=[(3,), (2, 2)], hyper=hyper, steps=2, seed=seed, frozen=[1])
+    what = f"2 steps of optim.{frozen.describe('AdaGrad')}"
+    got = compare(sub, "AdaGrad", frozen, what)
+    assert_state_matches(got, drive.run(ORACLE, "AdaGrad", frozen), "AdaGrad", "sum", what,
+                         lambda: ": __init__ creates state[p]['sum'] for every parameter of every group, frozen ones "
+                                 "included")
 
 
 def assert_state_matches(got: drive.Run, want: drive.Run, kind: str, key: str, what: str,
@@ -234,8 +242,9 @@ def test_per_group_hyperparameters(sub, case, seed):
 @settings(max_examples=15)
 @given(case=kinds_with_decay(), pattern=st.lists(st.sets(st.integers(0, 2)), min_size=8, max_size=8),
        seed=st.integers(0, 2**31 - 1))
+@example(case=("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.05}), pattern=[{2}, {1, 2}] + [{2}] * 6, seed=5)
 def test_params_without_grad_are_skipped(sub, case, pattern, seed):
-    """A parameter whose .grad is None on a step is skipped: unchanged, its state untouched, no error."""
+    """A parameter whose .grad is None on a step is skipped: unchanged, its state untouched (no entry created), no error."""
     kind, hyper = case  # momentum and weight decay would move a parameter that is not skipped properly
     no_grad = [sorted(s) for s in pattern]
     scenario = Scenario(shapes=[(3,), (2, 2), (4,)], hyper=hyper, steps=8, seed=seed, no_grad=no_grad)
@@ -246,8 +255,15 @@ def test_params_without_grad_are_skipped(sub, case, pattern, seed):
             trace = got.params[index]
             assert torch.equal(trace[step], trace[step - 1]), (
                 f"{what}: parameter {index} has .grad None on step {step} and changed: skip it")
-    drive.assert_same_trajectory(got, drive.run(ORACLE, kind, scenario), kind, what,
-                                 hint=consequence(sub, kind, scenario))
+    want = drive.run(ORACLE, kind, scenario)
+    drive.assert_same_trajectory(got, want, kind, what, hint=consequence(sub, kind, scenario))
+    # A skipped parameter's state is not even read: self.state[p] of the defaultdict creates an empty
+    # entry, which torch.optim.SGD never makes for a parameter that never had a gradient.
+    entries, expected = drive.state_entries(got), drive.state_entries(want)
+    assert entries == expected, (
+        f"{what}: optimizer.state has an entry for parameters {[i for i, e in enumerate(entries) if e]}, expected "
+        f"entries for {[i for i, e in enumerate(expected) if e]} as in {TORCH_NAME[kind]}: a skipped parameter's "
+        "state is not touched, not even read as self.state[p] (which creates an empty entry)")
 
 
 @pytest.mark.rule("P5.closure")

@@ -40,6 +40,8 @@ def token_dtypes():
 def token_inputs(draw):
     """(dtype, tokens as a list / list of numpy ints / integer ndarray / integer tensor, the values)."""
     dtype = draw(token_dtypes())
+    if np.dtype(dtype).itemsize > 1 and draw(st.booleans()):
+        dtype = np.dtype(dtype).newbyteorder(">")  # names the integer type only: the file stays little-endian
     info = np.iinfo(dtype)
     values = draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=1, max_size=64))
     fits_int64 = all(-2**63 <= v < 2**63 for v in values)
@@ -122,6 +124,12 @@ def raised_text(raised: Raised | None) -> str:
     return "returned normally" if raised is None else f"raised {raised}"
 
 
+def dtype_text(dtype) -> str:
+    """``np.uint16``, or ``np.dtype('>u2')`` for a dtype that spells a byte order other than the native one."""
+    resolved = np.dtype(dtype)
+    return f"np.{resolved.name}" if resolved.isnative else f"np.dtype({resolved.str!r})"
+
+
 def refused(raised: Raised | None) -> bool:
     return raised is not None and raised.is_a(ValueError)
 
@@ -132,12 +140,15 @@ def refused(raised: Raised | None) -> bool:
 @pytest.mark.rule("P6.save-bytes")
 @pytest.mark.points(1)
 @given(case=token_inputs(), default_dtype=st.booleans(), as_str=st.booleans())
+@example(case=(np.dtype(">u2"), "list", [1, 258, 65535], [1, 258, 65535]), default_dtype=False, as_str=True)
+@example(case=(np.dtype(">i8"), "ndarray", np.array([-2, 1 << 40], dtype=">i8"), [-2, 1 << 40]), default_dtype=False,
+         as_str=False)
 def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
     """save_tokens writes exactly what ndarray.tofile writes: raw little-endian integers, no header."""
     dtype, kind, tokens, values = case
     use_default = default_dtype and dtype == np.uint16
     raised, files = driver.save(sub, tokens, None if use_default else dtype, as_str=as_str)
-    call = f"data.save_tokens({kind} {driver.short(values)}, path{'' if use_default else f', dtype=np.{np.dtype(dtype).name}'})"
+    call = f"data.save_tokens({kind} {driver.short(values)}, path{'' if use_default else f', dtype={dtype_text(dtype)}'})"
     assert raised is None, f"{call} {raised_text(raised)}, expected it to write the file"
     want = np.array(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()  # the judge's own tofile bytes
     assert list(files) == ["tokens.bin"], f"{call} left {sorted(files)} in the folder, expected only tokens.bin"
