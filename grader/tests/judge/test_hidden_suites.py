@@ -68,6 +68,7 @@ def test_a_falsifying_example_shows_the_values_the_test_used(tmp_path):
     result = grade(mistakes.materialize(mutant, tmp_path), problems=["P5"], profile="ci", diagnose=False,
                    in_process=True, rules=("P5.skip-none-grad",))
     [failed] = [t for t in result.tests if t.status == "failed"]
-    hyper = dict(re.findall(r"(lr|momentum|weight_decay)=([\d.e-]+)", failed.message.split("Failing test case")[0]))
-    drawn = dict(re.findall(r"'(lr|momentum|weight_decay)': ([\d.e-]+)", failed.message.split("Failing test case")[1]))
+    told, case = re.split(r"Failing (?:test case|explicit example)", failed.message, maxsplit=1)  # drawn or @example
+    hyper = dict(re.findall(r"(lr|momentum|weight_decay)=([\d.e-]+)", told))
+    drawn = dict(re.findall(r"'(lr|momentum|weight_decay)': ([\d.e-]+)", case))
     assert hyper and hyper == drawn, failed.message
