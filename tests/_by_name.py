@@ -15,7 +15,9 @@ Where an event comes from decides, never its arguments alone:
   that file holds on disk; a code object can only come from there, so running one is the import's;
 - a library's module-level code, while that library is imported, runs as it would anyway;
 - a library function in ``LIBRARY`` (what correct solutions reach through torch, numpy and the standard
-  library: a warning that finds its caller's line) may raise the events listed with it.
+  library: a warning that finds its caller's line) may raise the events listed with it;
+- a library module in ``GENERATES_ON_IMPORT`` writes code to a file of its own and imports it as it is
+  imported itself: ``install`` imports it first, so its module-level code runs as it would anyway.
 
 Everything else is refused. ``everywhere=True`` (the grader's worker) judges every event after ``install``,
 whatever thread or finalizer raises it; ``everywhere=False`` (the public tests, which run in pytest's own
@@ -24,6 +26,8 @@ process) judges the events raised while a frame of the submission's package is o
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import re
 import sys
@@ -60,6 +64,10 @@ LIBRARY = frozenset({
     ("sys._getframe", "/traceback.py", "extract_stack"),  # torch's lazy CUDA calls keep where they were queued,
     ("sys._getframe", "/traceback.py", "format_stack"),  # as text
 })
+# Libraries whose import writes a module to a temporary file and imports that: torch 2.6's remote-module
+# template (torch.distributed.nn; later versions compile the text in torch's own code, a library's module-level
+# code while it is imported). torch._dynamo imports it, so a correct P3 or P8 reaches it.
+GENERATES_ON_IMPORT = ("torch.distributed.nn",)
 
 
 class Refused(RuntimeError):
@@ -219,4 +227,7 @@ def _line(frame: FrameType) -> str:
 def install(package: str, everywhere: bool, trusted: frozenset[tuple[str, str, str]] = frozenset()) -> None:
     """Refuse, for the rest of the process's life, what ``RULE`` forbids (see the module's docstring);
     ``trusted``: (event, file, function) of the caller's own code that may raise the event."""
+    for name in GENERATES_ON_IMPORT:
+        with contextlib.suppress(Exception):  # absent from this build: nothing of it to import later either
+            importlib.import_module(name)
     sys.addaudithook(_Policy(package, everywhere, trusted))

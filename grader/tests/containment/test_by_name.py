@@ -110,3 +110,15 @@ def test_a_compiled_copy_of_the_package_is_loaded_by_the_public_tests_alone(tmp_
     worker = run(tmp_path / "worker", again, in_package=True)
     assert public.stdout.strip() == "RAN", public.stderr
     assert "RAN" not in worker.stdout and "refused: marshal.loads" in worker.stderr, worker.stderr
+
+
+def test_a_library_that_writes_code_and_imports_it_is_imported_before_the_hook(tmp_path):
+    """torch 2.6's ``torch.distributed.nn`` (which ``torch._dynamo`` imports) writes its remote-module template to a
+    temporary file and imports it: the import system compiling a file outside the library folders, refused once
+    the hook is in. ``install`` imports it first; a correct P3 or P8 that reaches it then runs on torch 2.6."""
+    torch = pytest.importorskip("torch")
+    if not torch.distributed.is_available():
+        pytest.skip("this torch build has no torch.distributed")
+    done = run(tmp_path, "assert all(name in sys.modules for name in _by_name.GENERATES_ON_IMPORT)\n"
+                         "import torch.distributed.nn")
+    assert done.stdout.strip() == "RAN", done.stderr
