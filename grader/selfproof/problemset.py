@@ -29,7 +29,6 @@ from . import hostile
 from .rulemap import marks, test_marks
 
 
-
 def range_by_hand(problems: Mapping[str, Problem]) -> re.Pattern:
     """The keys' whole range as text would type it (first..last, first-last, first to last)."""
     first, last = (re.escape(key) for key in (list(problems)[0], list(problems)[-1]))
