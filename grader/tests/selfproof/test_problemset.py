@@ -15,19 +15,20 @@ def test_every_problem_has_all_its_parts_and_they_agree_with_its_entry():
 
 
 def test_an_entry_without_its_parts_is_caught():
-    lines = disagreements({**PROBLEMS, "P9": Problem("units", "unit conversions", 4, 1.0)})
-    expected = ["P9: no reference (solutions/units.py)", "P9: no stub (assignment/units.py)",
-                "P9: no public tests (tests/test_p9_units.py)", "P9: no hidden suite (grader/judge/hidden/test_p9_units.py)",
-                "P9: no mistakes (grader/mistakes/p9_units.toml)",
-                "P9: handout.md has no section '## P9 · units.py — unit conversions (4 points)'",
-                "P9: docs/PROBLEMS.md has no section '## P9 `units.py` — unit conversions (4 pts)'",
-                "P9: handout.md states no rule [P9.name]"]
-    assert [line for line in lines if not line.startswith("P9: diagnosed")] == [
-        *expected, "tests/conftest.py's MODULES ('memory', 'strides', 'einsum', 'flops', 'optim', 'data', 'checkpoint', "
-                   "'amp') are not the registry's modules, in order"]
-    assert any(line.startswith("P9: diagnosed, but no diagnosis record measures it") for line in lines)
-    assert not any(line.startswith("P9: diagnosed") for line in disagreements(
-        {**PROBLEMS, "P9": Problem("units", "unit conversions", 4, 1.0, diagnosed=False)}))
+    key = f"P{len(PROBLEMS) + 1}"
+    entry = Problem("absent", "nowhere", 4, 1.0)
+    suite = f"test_{key.lower()}_absent.py"
+    assert disagreements({**PROBLEMS, key: entry}) == [
+        f"{key}: no reference (solutions/absent.py)", f"{key}: no stub (assignment/absent.py)",
+        f"{key}: no public tests (tests/{suite})", f"{key}: no hidden suite (grader/judge/hidden/{suite})",
+        f"{key}: no mistakes (grader/mistakes/{key.lower()}_absent.toml)",
+        f"{key}: handout.md has no section '## {key} · absent.py — nowhere (4 points)'",
+        f"{key}: docs/PROBLEMS.md has no section '## {key} `absent.py` — nowhere (4 pts)'",
+        f"{key}: handout.md states no rule [{key}.name]",
+        f"{key}: diagnosed, but no diagnosis record measures it (python -m grader.bench.diagnosis --problems {key}; "
+        f"or diagnosed=False in its entry)",
+        f"tests/conftest.py's MODULES {tuple(p.module for p in PROBLEMS.values())} are not the registry's modules, "
+        f"in order"]
 
 
 def test_an_entry_that_says_otherwise_than_its_parts_is_caught():
@@ -39,9 +40,9 @@ def test_an_entry_that_says_otherwise_than_its_parts_is_caught():
 
 
 def test_parts_of_a_problem_the_registry_lacks_are_caught():
-    lines = disagreements({key: problem for key, problem in PROBLEMS.items() if key != "P8"})
-    for part in ("grader/mistakes/p8_amp.toml is no problem's mistakes file", "grades P8, not in the registry",
-                 "handout.md's rule [P8.", "a section '## P8 · amp.py", "a section '## P8 `amp.py`",
+    lines = disagreements({key: problem for key, problem in PROBLEMS.items() if key != "P1"})
+    for part in ("grader/mistakes/p1_memory.toml is no problem's mistakes file", "grades P1, not in the registry",
+                 "handout.md's rule [P1.", "a section '## P1 · memory.py", "a section '## P1 `memory.py`",
                  "tests/conftest.py's MODULES"):
         assert any(part in line for line in lines), part
 
