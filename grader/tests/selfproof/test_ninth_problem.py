@@ -1,6 +1,7 @@
 """docs/authoring.md's "Add a problem", done in a copy of the kit: a ninth problem (``units.gibibytes``) with every
-part gets its stub from ``grader stubs``, passes the registry check and its public tests, its mistake is killed,
-and the reference's grade holds its points; the copy without one part (its handout section) fails the check."""
+part gets its stub from ``grader stubs``, passes the registry check, the rule map and its public tests, its mistakes
+are killed and the reference's grade holds its points; the copy without one part (its handout section) fails the
+check."""
 
 from __future__ import annotations
 
@@ -149,6 +150,8 @@ def test_a_ninth_problem_added_as_docs_authoring_says_is_checked_stubbed_and_gra
     assert 'raise NotImplementedError("units.gibibytes is not implemented yet' in stub, stub
     check = _run(kit, "-m", "pytest", "grader/tests/selfproof/test_problemset.py", "-q", "-p", "no:cacheprovider")
     assert check.returncode == 0, check.stdout[-3000:]
+    rules = _run(kit, "-c", "from grader.selfproof.rulemap import RuleMap; print(RuleMap.of_kit().gaps(['P9']))")
+    assert rules.returncode == 0 and rules.stdout == "[]\n", rules.stdout + rules.stderr  # its rule: tested, broken
     public = _run(kit, "-m", "pytest", "tests/test_p9_units.py", "--impl", "solutions", "-q")
     assert public.returncode == 0 and "P9 units             2       0" in public.stdout, public.stdout[-3000:]
     killed = _run(kit, "-m", "grader.mistakes", "P9")
