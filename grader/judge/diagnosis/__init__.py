@@ -36,9 +36,9 @@ from . import amp, checkpoint, probe
 from .replay import Variant, judge_state, unreplayable
 
 _PACKAGES = itertools.count()
-# The problems diagnosed by a probe, not by replaying the test's requests: the probe's module, and the
-# submission's module it calls (each probe has ``of_student``, ``of_variant`` and ``OBSERVED_BY``).
-PROBES = {"P7": (checkpoint, "checkpoint"), "P8": (amp, "amp")}
+# The problems diagnosed by a probe, not by replaying the test's requests: the probe's module, which calls the
+# problem's own module (each probe has ``of_student``, ``of_variant`` and ``OBSERVED_BY``).
+PROBES = {"P7": checkpoint, "P8": amp}
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class Diagnoser:
         """The variants of ``problem`` whose probe signature is the student's while the reference's is not,
         and differs from the reference's where it bears on ``test``. The student is probed once per
         submission (in fresh workers), each variant once (in the judge)."""
-        prober, _ = PROBES[problem]
+        prober = PROBES[problem]
         key = (problem, submission.source_dir)
         if key not in self.students:
             self.students[key] = prober.of_student(submission, seconds)
@@ -146,10 +146,9 @@ class Diagnoser:
 
     def _signature(self, problem: str, variant: Variant) -> probe.Signature:
         if variant.package not in self.signatures:
-            prober, module = PROBES[problem]
             with judge_state():
-                self.signatures[variant.package] = prober.of_variant(
-                    importlib.import_module(f"{variant.package}.{module}"))
+                self.signatures[variant.package] = PROBES[problem].of_variant(
+                    importlib.import_module(f"{variant.package}.{PROBLEMS[problem].module}"))
         return self.signatures[variant.package]
 
 
