@@ -1,1 +1,1 @@
-"""Implementations of the eight problems of handout.md."""
+"""Implementations of the problems of handout.md."""

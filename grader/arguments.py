@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from .problems import PROBLEMS
+from .problems import PROBLEMS, RANGE
 
 MIN_MEMORY_MB = 64  # below this not even an empty interpreter starts
 
@@ -58,11 +58,11 @@ def memory_mb_value(value: int) -> int:
 
 
 def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
-    """Problem keys: at least one, each of P1..P8 (ValueError otherwise)."""
+    """Problem keys: at least one, each a key of ``PROBLEMS`` (ValueError otherwise)."""
     bad = [k for k in keys if k not in PROBLEMS]
     if bad or not keys:
         what = f"unknown problem(s) {', '.join(bad)}" if bad else "no problem given"
-        raise ValueError(f"{what}: use P1..P8, comma-separated")
+        raise ValueError(f"{what}: use {RANGE}, comma-separated")
     return list(keys)
 
 
@@ -110,7 +110,7 @@ def memory_mb(text: str) -> int:
 
 
 def problems(text: str) -> list[str]:
-    """Problem keys, comma-separated (``P1,P3``): at least one, each of P1..P8."""
+    """Problem keys, comma-separated (``P1,P3``): at least one, each a key of ``PROBLEMS``."""
     return _checked(problems_value, [part.strip().upper() for part in text.split(",") if part.strip()])
 
 

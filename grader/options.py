@@ -38,7 +38,7 @@ class GradingOptions:
 
     gpu: str = "auto"  # one of GPU_MODES
     seed: int = 0  # hypothesis seed
-    problems: tuple[str, ...] | None = None  # only these problems (P1..P8); None: all
+    problems: tuple[str, ...] | None = None  # only these problems (keys of PROBLEMS); None: all
     profile: str = "grading"  # hypothesis profile
     budget_seconds: float = 900.0  # the wall for one whole submission, start-up included
     call_seconds: float = 30.0  # the wall-clock limit of one call into student code

@@ -1,4 +1,9 @@
-"""The problem set's fixed facts (docs/PROBLEMS.md): keys, modules, titles and points."""
+"""The problem set's fixed facts (docs/PROBLEMS.md): keys, modules, titles and points.
+
+``PROBLEMS`` is the one registry of problems: everything else of a problem is named after its entry (its
+files, handout section, rule ids, mistakes), and ``grader.selfproof.problemset`` checks that each part is
+there and agrees with it (``docs/authoring.md``: changing a problem, adding one).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ class Problem:
     points: int
     seconds: float  # its hidden suite's wall time for the reference (sum of its tests'), 2 idle cores, --jobs 2
     own_worker: bool = False  # its tests run in a worker of their own (library code withheld), not the shared one
+    diagnosed: bool = True  # feedback names its known mistakes (python -m grader.bench.diagnosis measured how well)
 
 
 PROBLEMS: dict[str, Problem] = {
@@ -27,6 +33,7 @@ PROBLEMS: dict[str, Problem] = {
 }
 MODULES = tuple(p.module for p in PROBLEMS.values())
 TOTAL_POINTS = sum(p.points for p in PROBLEMS.values())
+RANGE = f"{next(iter(PROBLEMS))}..{next(reversed(PROBLEMS))}"  # the keys as a message names them, first..last
 
 SUITE_FILE = re.compile(r"test_(p\d+)_(\w+)\.py")  # a hidden suite's file name: test_p<N>_<module>.py
 

@@ -38,7 +38,7 @@ settings.load_profile("public")
 
 MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 PROBLEMS = {f"P{i}": name for i, name in enumerate(MODULES, start=1)}
-_TEST_FILE = re.compile(r"test_(p\d)_\w+\.py")
+_TEST_FILE = re.compile(r"test_(p\d+)_\w+\.py")
 HERE = Path(__file__).resolve().parent
 _SECTION = re.compile(r"section '([^']+)'")
 NOT_IMPLEMENTED = "not implemented"
@@ -116,7 +116,7 @@ def _module_fixture(name: str):
     return fixture
 
 
-memory, strides, einsum, flops, optim, data, checkpoint, amp = (_module_fixture(name) for name in MODULES)
+globals().update({name: _module_fixture(name) for name in MODULES})  # a fixture per module: def test_x(memory)
 
 
 def problem_of(path: Path) -> str | None:

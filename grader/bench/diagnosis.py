@@ -83,7 +83,7 @@ def verdict(mistake: str, diagnoses: list[tuple[str, ...]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grader.bench.diagnosis", description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", nargs="*", default=["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8"], choices=list(PROBLEMS))
+    parser.add_argument("--problems", nargs="*", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--profile", default="ci", help="hypothesis profile of the hidden suites (default: ci)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     parser.add_argument("--mistakes", default="mistakes", choices=MISTAKE_SETS,

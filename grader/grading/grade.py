@@ -57,7 +57,7 @@ class GradingError(RuntimeError):
 
 
 def hidden_suites(problems: list[str] | None = None, hidden: Path = HIDDEN) -> list[Path]:
-    """The hidden test files, in problem order, optionally only for ``problems`` (P1..P8)."""
+    """The hidden test files, in problem order, optionally only for ``problems`` (keys of ``PROBLEMS``)."""
     wanted = [key for key in PROBLEMS if not problems or key in problems]
     return [hidden / suite_file(key) for key in wanted if (hidden / suite_file(key)).is_file()]
 
@@ -107,7 +107,7 @@ def _stop_at(processes: list[judges.Session], deadline: float) -> set[int]:
 
 
 def _problems_of(files: list[Path]) -> list[str]:
-    """The problems (P1..P8, in order) whose hidden suites are among ``files``."""
+    """The problems (in ``PROBLEMS`` order) whose hidden suites are among ``files``."""
     found = {suite_problem(f.name) for f in files}
     return [key for key in PROBLEMS if key in found]
 

@@ -107,7 +107,7 @@ class GradingResult:
         return [t for t in self.tests if t.status == "not_run" and not t.gpu]
 
     def problems(self) -> dict[str, ProblemScore]:
-        """Per problem (P1..P8, in order): points, points not run, tests passed, first failure."""
+        """Per problem (in ``PROBLEMS`` order): points, points not run, tests passed, first failure."""
         scores = {}
         for key, name in PROBLEMS.items():
             mine = [t for t in self.tests if t.problem == key]

@@ -41,7 +41,7 @@ class MarkedTest:
     gpu: bool = False
 
 
-def _marks(decorators: list[ast.expr], mark: str) -> list[ast.Call]:
+def marks(decorators: list[ast.expr], mark: str) -> list[ast.Call]:
     """The ``pytest.mark.<mark>(...)`` calls among ``decorators`` (or a ``pytestmark`` value's items)."""
     found = []
     for node in decorators:
@@ -56,21 +56,21 @@ def _ids(calls: list[ast.Call]) -> tuple[str, ...]:
     return tuple(a.value for call in calls for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
 
 
-def marked_tests(path: Path, text: str | None = None) -> list[MarkedTest]:
-    """The test functions of one file that name rules (module-level ``pytestmark`` included)."""
+def test_marks(path: Path, text: str | None = None) -> list[tuple[str, list[ast.expr]]]:
+    """Each test function of one file, by name, with the marks it carries (module-level ``pytestmark`` first)."""
     tree = ast.parse(path.read_text(encoding="utf-8") if text is None else text)
     module_marks: list[ast.expr] = []
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
             module_marks = list(node.value.elts) if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-    found = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            marks = [*module_marks, *node.decorator_list]
-            ids = _ids(_marks(marks, "rule"))
-            if ids:
-                found.append(MarkedTest(path.name, node.name, ids, gpu=bool(_marks(marks, "gpu"))))
-    return found
+    return [(node.name, [*module_marks, *node.decorator_list]) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")]
+
+
+def marked_tests(path: Path, text: str | None = None) -> list[MarkedTest]:
+    """The test functions of one file that name rules (module-level ``pytestmark`` included)."""
+    return [MarkedTest(path.name, name, ids, gpu=bool(marks(decorators, "gpu")))
+            for name, decorators in test_marks(path, text) if (ids := _ids(marks(decorators, "rule")))]
 
 
 @dataclass

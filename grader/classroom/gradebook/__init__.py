@@ -4,7 +4,7 @@ Reads every result under the given folders (a batch's OUT_DIR with ``results/<st
 a downloaded CI artifact holding several such folders, or a plain folder of results.json files)
 and writes four files:
 
-- the CSV (student, total, P1..P8, provisional, days_late, late_penalty, status, graded_at, isolation:
+- the CSV (student, total, one column per problem, provisional, days_late, late_penalty, status, graded_at, isolation:
   the containment the worker got, notes), a "max points" row first, then the students sorted, so the same
   results give the same bytes whatever the order of the folders;
 - a summary next to it (same name, ``.md``): totals (mean, median), per-problem means, the pass

@@ -11,7 +11,8 @@ names nothing: never a guess. P7's tests save in one worker and load in another,
 training loops through callbacks, so their failures are diagnosed by a probe instead (``PROBES``:
 ``checkpoint``, ``amp``, sharing ``probe``): the student's functions and each variant's are run through
 the same fixed calls, and a variant is named when everything the judge observes of it is what it
-observes of the student's, and not of the reference's.
+observes of the student's, and not of the reference's. A problem whose entry is not ``diagnosed``
+(``grader/problems.py``: ``python -m grader.bench.diagnosis`` has not measured it) names nothing.
 """
 
 from __future__ import annotations
@@ -29,16 +30,15 @@ from pathlib import Path
 
 from ... import mistakes
 from ..handle import Recording, Submission
+from ...problems import PROBLEMS
 from ...submission import stage
 from . import amp, checkpoint, probe
 from .replay import Variant, judge_state, unreplayable
 
 _PACKAGES = itertools.count()
-# The problems whose diagnosis ``python -m grader.bench.diagnosis`` measures (any other says nothing is known).
-MEASURED = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
-# The problems diagnosed by a probe, not by replaying the test's requests: the probe's module, and the
-# submission's module it calls (each probe has ``of_student``, ``of_variant`` and ``OBSERVED_BY``).
-PROBES = {"P7": (checkpoint, "checkpoint"), "P8": (amp, "amp")}
+# The problems diagnosed by a probe, not by replaying the test's requests: the probe's module, which calls the
+# problem's own module (each probe has ``of_student``, ``of_variant`` and ``OBSERVED_BY``).
+PROBES = {"P7": checkpoint, "P8": amp}
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def available() -> bool:
 
 @cache
 def catalog(problem: str) -> tuple[Mistake, ...]:
-    """The known mistakes of ``problem`` (P1..P8) that a CPU judge can reproduce."""
+    """The known mistakes of ``problem`` (a key of ``PROBLEMS``) that a CPU judge can reproduce."""
     found = []
     for mutant in mistakes.load():
         if mutant.problem == problem and mutant.diagnose and not mutant.gpu:
@@ -114,7 +114,7 @@ class Diagnoser:
         """The known mistakes whose variants reproduce the recorded behaviour (a problem of ``PROBES``: the
         ``submission``'s behaviour under its probe, as it bears on the hidden ``test``, a test function's
         name); empty: nothing known, also when it takes more than ``seconds``."""
-        if problem not in MEASURED or not available():
+        if not PROBLEMS[problem].diagnosed or not available():
             return []
         deadline = time.monotonic() + seconds
         if problem in PROBES:
@@ -132,7 +132,7 @@ class Diagnoser:
         """The variants of ``problem`` whose probe signature is the student's while the reference's is not,
         and differs from the reference's where it bears on ``test``. The student is probed once per
         submission (in fresh workers), each variant once (in the judge)."""
-        prober, _ = PROBES[problem]
+        prober = PROBES[problem]
         key = (problem, submission.source_dir)
         if key not in self.students:
             self.students[key] = prober.of_student(submission, seconds)
@@ -146,10 +146,9 @@ class Diagnoser:
 
     def _signature(self, problem: str, variant: Variant) -> probe.Signature:
         if variant.package not in self.signatures:
-            prober, module = PROBES[problem]
             with judge_state():
-                self.signatures[variant.package] = prober.of_variant(
-                    importlib.import_module(f"{variant.package}.{module}"))
+                self.signatures[variant.package] = PROBES[problem].of_variant(
+                    importlib.import_module(f"{variant.package}.{PROBLEMS[problem].module}"))
         return self.signatures[variant.package]
 
 

@@ -116,7 +116,7 @@ def test_a_class_with_every_test_run_has_no_banner(tmp_path):
 
 
 def _student_tests(index: int) -> tuple[TestResult, ...]:
-    """About ninety tests over P1..P8: every 10th student a stub, every 7th a known mistake, the rest passing."""
+    """Eleven tests for each of eight problems: every 10th student a stub, every 7th a known mistake, the rest passing."""
     tests = []
     for key, module in (("P1", "memory"), ("P2", "strides"), ("P3", "einsum"), ("P4", "flops"), ("P5", "optim"),
                         ("P6", "data"), ("P7", "checkpoint"), ("P8", "amp")):

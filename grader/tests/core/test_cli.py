@@ -14,6 +14,7 @@ import torch
 from grader.cli import build_parser
 from grader.options import GradingOptions
 from grader.paths import KIT_ROOT as KIT
+from grader.problems import RANGE
 from grader.grading.judges import judge_environment
 
 
@@ -48,7 +49,7 @@ BAD_GRADE_ARGUMENTS = [
     (["--jobs", "0"], "--jobs: must be at least 1"),
     (["--jobs", "-1"], "--jobs: must be at least 1"),
     (["--jobs", "two"], "--jobs: expected an integer"),
-    (["--problems", "P9"], "P1..P8"),
+    (["--problems", "P0"], f"unknown problem(s) P0: use {RANGE}"),
     (["--problems", ","], "no problem given"),
     (["--seed", "-3"], "--seed: must be a whole number"),
     (["--seed", "1.5"], "--seed: expected an integer"),

@@ -14,6 +14,7 @@ import pytest
 from grader.grading.grade import GradingError, grade
 from grader.options import RECORD_VERSION, GradingOptions
 from grader.paths import KIT_ROOT as KIT
+from grader.problems import RANGE
 
 REFUSED = [
     (dict(memory_mb=10), ["--memory-mb", "10"], "--memory-mb: must be at least 64 MB, got 10"),
@@ -21,7 +22,7 @@ REFUSED = [
      "--call-seconds 60 exceeds --budget-seconds 30"),
     (dict(call_seconds=0), ["--call-seconds", "0"], "--call-seconds: must be more than 0 seconds, got 0"),
     (dict(seed=-1), ["--seed", "-1"], "--seed: must be a whole number from 0 to 2**63 - 1, got -1"),
-    (dict(problems=("P9",)), ["--problems", "P9"], "--problems: unknown problem(s) P9: use P1..P8"),
+    (dict(problems=("P0",)), ["--problems", "P0"], f"--problems: unknown problem(s) P0: use {RANGE}"),
     (dict(gpu="maybe"), ["--gpu", "maybe"], "--gpu: invalid choice"),
 ]
 

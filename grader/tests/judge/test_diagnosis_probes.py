@@ -13,13 +13,14 @@ import torch
 
 from grader.judge import diagnosis
 from grader.paths import KIT_ROOT
+from grader.problems import suite_file
 
 
 @pytest.mark.parametrize("problem", sorted(diagnosis.PROBES))
 def test_every_hidden_test_says_which_observations_bear_on_it(problem):
     """A test added or renamed in the suite, or an observation renamed in the probe, fails here."""
-    prober, module = diagnosis.PROBES[problem]
-    suite = ast.parse((KIT_ROOT / "grader" / "judge" / "hidden" / f"test_{problem.lower()}_{module}.py").read_text())
+    prober = diagnosis.PROBES[problem]
+    suite = ast.parse((KIT_ROOT / "grader" / "judge" / "hidden" / suite_file(problem)).read_text())
     tests = {node.name for node in suite.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
     assert tests == set(prober.OBSERVED_BY)
     fresh = diagnosis.Diagnoser()

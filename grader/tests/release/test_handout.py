@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 import torch
 
+from grader.problems import MODULES
+
 KIT = Path(__file__).resolve().parents[3]
 HANDOUT = KIT / "handout.md"
-MODULES = ("memory", "strides", "einsum", "flops", "optim", "data", "checkpoint", "amp")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 _FENCED_PYTHON = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"(?<!`)`([^`]+)`(?!`)")
