@@ -11,6 +11,7 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Callable
 
 from .problems import PROBLEMS
 
@@ -57,6 +58,15 @@ def memory_mb_value(value: int) -> int:
     return value
 
 
+def one_of(*allowed: str) -> Callable[[str], str]:
+    """A check that a value is one of ``allowed`` (ValueError otherwise)."""
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"invalid choice {value!r} (choose from {', '.join(allowed)})")
+        return value
+    return check
+
+
 def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
     """Problem keys: at least one, each of P1..P8 (ValueError otherwise)."""
     bad = [k for k in keys if k not in PROBLEMS]
@@ -73,7 +83,7 @@ def rule_ids(ids: list[str] | tuple[str, ...]) -> list[str]:
     """Handout rule ids: at least one, each shaped as ``P5.skip-none-grad`` (ValueError otherwise)."""
     bad = [i for i in ids if not isinstance(i, str) or not RULE_ID.fullmatch(i)]
     if bad or not ids:
-        raise ValueError(f"--rules: {'not a rule id: ' + ', '.join(map(repr, bad)) if bad else 'no rule given'} "
+        raise ValueError(f"{'not a rule id: ' + ', '.join(map(repr, bad)) if bad else 'no rule given'} "
                          "(ids look like P5.skip-none-grad)")
     return list(ids)
 
