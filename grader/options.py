@@ -7,7 +7,8 @@ line's flags (``cli._grading_options``), ``to_argv``, ``graded_with`` and the re
 value is checked once, as the record is built (the same checks and one-line reasons as the command
 line: ``grade(path, memory_mb=10)`` is refused as ``--memory-mb 10`` is). The CLI builds it from its
 parsed arguments (``from_args``); it crosses to each judge session as one versioned JSON record
-(``to_json`` / ``from_json``: the plugin's one option ``--grading-options``), and ``batch`` and the attack check give it to ``grader
+(``to_json`` / ``from_json``: the plugin's one option ``--grading-options``, from which the judge
+also sets hypothesis's profile and seed), and ``batch`` and the attack check give it to ``grader
 grade``'s command line (``to_argv``).
 
 Adding an option: a field here, its default and its ``Option``; the judge, containment and batch
@@ -160,10 +161,9 @@ class GradingOptions:
 
     def judge_argv(self, budget_seconds: float) -> list[str]:
         """The options of a judge session (pytest with ``grader.judge.plugin``) with ``budget_seconds`` of its
-        own: the record, and hypothesis's own flags for its profile and seed."""
+        own: the record alone (the judge sets hypothesis's profile and seed from it)."""
         record = replace(self, budget_seconds=budget_seconds, call_seconds=min(self.call_seconds, budget_seconds))
-        return ["--grading-options", record.to_json(), "--hypothesis-profile", self.profile,
-                "--hypothesis-seed", str(self.seed)]
+        return ["--grading-options", record.to_json()]
 
 
 def _plain(value: Any) -> Any:
