@@ -58,3 +58,12 @@ def test_a_judge_budget_below_the_call_limit_caps_the_call():
 def test_the_seed_is_recorded_only_where_the_profile_draws_from_it():
     assert GradingOptions(seed=5, profile="grading").graded_with()["seed"] == 5
     assert GradingOptions(seed=5, profile="ci").graded_with()["seed"] is None
+
+
+def test_rule_ids_are_shaped_as_the_handouts_reader_reads_them():
+    from grader.rules import handout_rules
+
+    ids = tuple(handout_rules())
+    assert ids and GradingOptions(rules=ids).rules == ids
+    with pytest.raises(ValueError, match=r"--rules: not a rule id: 'P5\.Bad' \(ids look like P5\.skip-none-grad\)"):
+        GradingOptions(rules=("P5.Bad",))
