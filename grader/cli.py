@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments

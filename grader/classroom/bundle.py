@@ -54,8 +54,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "gpu": dict(choices=("auto", "require", "off"),
                 help="GPU mode of run_autograder (Gradescope has no GPU: auto marks grades provisional)"),
     "profile": dict(help="hypothesis profile"),
-    "memory_mb": dict(help="worker memory cap (default: 60%% of Gradescope's 768 MB container)"),
-    "budget_seconds": dict(help="per-submission budget, a hard wall (default: 90%% of Gradescope's 10 minutes)")}
+    "memory_mb": dict(help=f"worker memory cap (default: {WORKER_MEMORY_SHARE:.0%}% of Gradescope's "
+                           f"{GRADESCOPE_MEMORY_MB} MB container)"),
+    "budget_seconds": dict(help=f"per-submission budget, a hard wall (default: {BUDGET_SHARE:.0%}% of Gradescope's "
+                                f"{GRADESCOPE_SECONDS // 60} minutes)")}
 
 
 class BundleError(ValueError):
