@@ -11,8 +11,10 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Callable
 
 from .problems import PROBLEMS, RANGE
+from .rules import reader
 
 MIN_MEMORY_MB = 64  # below this not even an empty interpreter starts
 
@@ -57,6 +59,15 @@ def memory_mb_value(value: int) -> int:
     return value
 
 
+def one_of(*allowed: str) -> Callable[[str], str]:
+    """A check that a value is one of ``allowed`` (ValueError otherwise)."""
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"invalid choice {value!r} (choose from {', '.join(allowed)})")
+        return value
+    return check
+
+
 def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
     """Problem keys: at least one, each a key of ``PROBLEMS`` (ValueError otherwise)."""
     bad = [k for k in keys if k not in PROBLEMS]
@@ -66,14 +77,12 @@ def problems_value(keys: list[str] | tuple[str, ...]) -> list[str]:
     return list(keys)
 
 
-RULE_ID = re.compile(r"(?:P\d+|ALL)\.[a-z0-9]+(?:-[a-z0-9]+)*")  # a handout rule's id (tests/_rules.py): P5.skip-none-grad
-
-
 def rule_ids(ids: list[str] | tuple[str, ...]) -> list[str]:
     """Handout rule ids: at least one, each shaped as ``P5.skip-none-grad`` (ValueError otherwise)."""
-    bad = [i for i in ids if not isinstance(i, str) or not RULE_ID.fullmatch(i)]
+    shape = reader().ID  # the handout's reader's (tests/_rules.py)
+    bad = [i for i in ids if not isinstance(i, str) or not re.fullmatch(shape, i)]
     if bad or not ids:
-        raise ValueError(f"--rules: {'not a rule id: ' + ', '.join(map(repr, bad)) if bad else 'no rule given'} "
+        raise ValueError(f"{'not a rule id: ' + ', '.join(map(repr, bad)) if bad else 'no rule given'} "
                          "(ids look like P5.skip-none-grad)")
     return list(ids)
 

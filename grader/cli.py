@@ -1,8 +1,9 @@
 """The ``grader`` command: each subcommand forwards to one module's keyword-only ``main``.
 
-Defaults come from each ``main``'s own keyword defaults, and the grading options' from
-``GradingOptions`` (built from the parsed arguments by ``GradingOptions.from_args``, which checks
-every value), so the command line and the Python API cannot disagree.
+Defaults come from each ``main``'s own keyword defaults, and the grading options' flags from the
+fields of ``GradingOptions`` (each field's ``Option``: help, type or choices, default); the record is
+built once from the parsed arguments by ``GradingOptions.from_args``, which checks every value, so the
+command line and the Python API cannot disagree.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from . import arguments
-from .options import GPU_MODES, ISOLATION_MODES, NOT_RUN_MODES, PROFILES, GradingOptions
+from .options import FLAGS, GradingOptions, flag, option
 from .grading.results import VISIBILITIES
 
 
@@ -22,30 +25,20 @@ def _defaults(module: str) -> dict[str, Any]:
     return importlib.import_module(f"grader.{module}").main.__kwdefaults__ or {}
 
 
-def _grading_options(parser: argparse.ArgumentParser, defaults: GradingOptions = GradingOptions()) -> None:
-    parser.add_argument("--gpu", choices=GPU_MODES, default=defaults.gpu,
-                        help="auto: run GPU tests when CUDA is present (else 'not run', grade provisional); "
-                             "require: fail fast without CUDA; off: never run them; only: run the GPU tests "
-                             "alone, the others 'not run' (a class's GPU pass, merged by grader gradebook; "
-                             "fails fast without CUDA)")
-    parser.add_argument("--seed", type=arguments.seed, default=defaults.seed, help="hypothesis seed (reproducible grading)")
-    parser.add_argument("--problems", type=arguments.problems, default=defaults.problems, help="only these, e.g. P1,P3")
-    parser.add_argument("--budget-seconds", type=arguments.seconds, default=defaults.budget_seconds,
-                        help="time budget for one whole submission")
-    parser.add_argument("--call-seconds", type=arguments.seconds, default=defaults.call_seconds,
-                        help="wall-clock limit of one call into student code")
-    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=defaults.memory_mb,
-                        help="worker memory cap (a cgroup counting shared memory and tmpfs where the host gives one, "
-                             "else watched)")
-    parser.add_argument("--profile", choices=PROFILES, default=defaults.profile,
-                        help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
-    parser.add_argument("--not-run", choices=NOT_RUN_MODES, default=defaults.not_run,
-                        help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
-                             "possible points) or zero (0 out of their points); never shown as failures")
-    parser.set_defaults(_grading_options=True)
-    parser.add_argument("--isolation", choices=ISOLATION_MODES, default=defaults.isolation,
-                        help="auto: the strongest containment this host gives; require-strong: refuse to grade "
-                             "without namespaces, a syscall filter and a kernel memory limit")
+GRADE_FLAGS: dict[str, dict[str, Any]] = {name: {} for name in FLAGS}  # every grading option a command line sets
+BATCH_FLAGS = {name: {} for name in FLAGS if name != "in_process"}  # a class is never graded in process
+
+
+def _grading_options(parser: argparse.ArgumentParser, flags: Mapping[str, Mapping[str, Any]],
+                     defaults: GradingOptions = GradingOptions()) -> None:
+    """One flag for each grading option ``flags`` names, from its field's ``Option`` with the changes it maps
+    to (a command's own help or narrower choices), defaulting to ``defaults``'s value."""
+    for name, changes in flags.items():
+        meta, default = replace(option(name), **changes), getattr(defaults, name)
+        kind: dict[str, Any] = (dict(action="store_true") if type(default) is bool else
+                                dict(choices=meta.choices) if meta.choices else dict(type=meta.parse))
+        parser.add_argument(flag(name), default=default, help=meta.help, **kind)
+    parser.set_defaults(_grading_options=defaults)
 
 
 def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -54,16 +47,14 @@ def _grade(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("submission", help="folder with an assignment/ package, folder of modules, or .zip")
     parser.add_argument("--out", type=arguments.output_file, default=defaults["out"], help="write Gradescope results.json here")
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="judge sessions in parallel")
-    parser.add_argument("--in-process", action="store_true",
-                        help="UNSAFE: run student code inside the judge (debugging the kit only; never to grade)")
     parser.add_argument("--junit", type=arguments.output_file, default=defaults["junit"],
                         help="also write JUnit XML here (one testcase per hidden test)")
     parser.add_argument("--visibility", choices=VISIBILITIES, default=defaults["visibility"],
                         help="Gradescope visibility of the results and every test (e.g. after_due_date)")
     parser.add_argument("--verbose", action="store_true", help="print the isolation obtained in full")
-    _grading_options(parser)
+    _grading_options(parser, GRADE_FLAGS)
     return lambda a: importlib.import_module("grader.grading.grade").main(
-        a.submission, options=GradingOptions.from_args(a), out=a.out, jobs=a.jobs, visibility=a.visibility,
+        a.submission, options=a.grading_options, out=a.out, jobs=a.jobs, visibility=a.visibility,
         junit=a.junit, verbose=a.verbose)
 
 
@@ -119,9 +110,9 @@ def _batch(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--retry-errors", action="store_true", help="regrade error rows even if unchanged")
     parser.add_argument("--only", type=arguments.students, default=defaults["only"], metavar="STUDENT[,STUDENT]",
                         help="regrade only these students, even if unchanged since graded (other results are kept)")
-    _grading_options(parser)
+    _grading_options(parser, BATCH_FLAGS)
     return lambda a: importlib.import_module("grader.classroom.batch").main(
-        a.submissions, options=GradingOptions.from_args(a), out=a.out, jobs=a.jobs, shard=a.shard,
+        a.submissions, options=a.grading_options, out=a.out, jobs=a.jobs, shard=a.shard,
         timeout_seconds=a.timeout_seconds, retry_errors=a.retry_errors, only=a.only)
 
 
@@ -211,21 +202,14 @@ def _show(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("classroom.bundle")
-    grading = importlib.import_module("grader.classroom.bundle").GRADESCOPE
+    bundle = importlib.import_module("grader.classroom.bundle")
     parser = sub.add_parser("gradescope-bundle", help="write a Gradescope autograder zip grading through the judge")
     parser.add_argument("out", type=arguments.zip_file, help="the .zip to write")
-    parser.add_argument("--gpu", choices=("auto", "require", "off"), default=grading.gpu,
-                        help="GPU mode of run_autograder (Gradescope has no GPU: auto marks grades provisional)")
-    parser.add_argument("--profile", choices=PROFILES, default=grading.profile, help="hypothesis profile")
     parser.add_argument("--torch", default=defaults["torch"], help="what setup.sh pip-installs for torch")
     parser.add_argument("--torch-index-url", default=defaults["torch_index_url"],
                         help="package index for torch ('' for PyPI's default)")
-    parser.add_argument("--memory-mb", type=arguments.memory_mb, default=grading.memory_mb,
-                        help="worker memory cap (default: 60%% of Gradescope's 768 MB container)")
-    parser.add_argument("--budget-seconds", type=arguments.seconds, default=grading.budget_seconds,
-                        help="per-submission budget, a hard wall (default: 90%% of Gradescope's 10 minutes)")
-    return lambda a: importlib.import_module("grader.classroom.bundle").main(
-        a.out, options=GradingOptions.from_args(a, grading), torch=a.torch, torch_index_url=a.torch_index_url)
+    _grading_options(parser, bundle.SETTINGS, bundle.GRADESCOPE)
+    return lambda a: bundle.main(a.out, options=a.grading_options, torch=a.torch, torch_index_url=a.torch_index_url)
 
 
 def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
@@ -241,11 +225,13 @@ def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
         problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
 
 
-def _grading_options_valid(args: argparse.Namespace) -> None:
-    """The grading options are checked as ``GradingOptions`` checks them (across options too), before any work."""
-    if getattr(args, "_grading_options", False):
+def _grading_options_built(args: argparse.Namespace) -> None:
+    """The grading options record (``args.grading_options``), built and checked once as ``GradingOptions`` checks
+    it (across options too), before any work; the command grades with it."""
+    base = getattr(args, "_grading_options", None)
+    if base is not None:
         try:
-            GradingOptions.from_args(args)
+            args.grading_options = GradingOptions.from_args(args, base)
         except ValueError as exc:
             raise UsageError(f"grader {args.command}: {exc}") from None
 
@@ -280,7 +266,7 @@ def _isolation_available(args: argparse.Namespace) -> None:
                          f"it lacks {'; '.join(level.lacks)}")
 
 
-CHECKS: list[Callable[[argparse.Namespace], None]] = [_grading_options_valid, _acceptance_out, _lms_export_named,
+CHECKS: list[Callable[[argparse.Namespace], None]] = [_grading_options_built, _acceptance_out, _lms_export_named,
                                                      _isolation_available]  # across options
 COMMANDS = [_grade, _stubs, _release, _selfcheck, _batch, _gradebook, _similarity, _report, _show, _gradescope_bundle,
             _mutate]

@@ -1,23 +1,26 @@
-"""How a submission is graded: the options, their defaults and their checks (here only).
+"""How a submission is graded: the options, their defaults, flags and checks (here only, each once).
 
 ``GradingOptions`` is what ``grader grade``, ``grader batch``, the Gradescope bundle, the attack
-check and the Python API share. Every value is checked once, as the record is built (the same
-checks and one-line reasons as the command line: ``grade(path, memory_mb=10)`` is refused as
-``--memory-mb 10`` is). The CLI builds it from its parsed arguments (``from_args``); it crosses to
-each judge session as one versioned JSON record (``to_json`` / ``from_json``: the plugin's one
-option ``--grading-options``), and ``batch`` and the attack check give it to ``grader grade``'s
-command line (``to_argv``).
+check and the Python API share. Each field carries its ``Option`` (its metadata): the flag's help,
+type and choices, the record's check, and whether results.json records it. From it come the command
+line's flags (``cli._grading_options``), ``to_argv``, ``graded_with`` and the record's checks: every
+value is checked once, as the record is built (the same checks and one-line reasons as the command
+line: ``grade(path, memory_mb=10)`` is refused as ``--memory-mb 10`` is). The CLI builds it from its
+parsed arguments (``from_args``); it crosses to each judge session as one versioned JSON record
+(``to_json`` / ``from_json``: the plugin's one option ``--grading-options``, from which the judge
+also sets hypothesis's profile and seed), and ``batch`` and the attack check give it to ``grader
+grade``'s command line (``to_argv``).
 
-Adding an option: a field here (default, check in ``__post_init__``) and its flag in
-``cli._grading_options``; the judge, containment and batch read the record.
+Adding an option: a field here, its default and its ``Option``; the judge, containment and batch
+read the record.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable
 
 from . import arguments
 
@@ -33,45 +36,91 @@ OMP_WAIT_POLICY = "PASSIVE"
 
 
 @dataclass(frozen=True)
+class Option:
+    """How one field of ``GradingOptions`` is given, checked and recorded (the field's metadata)."""
+
+    help: str = ""  # the flag's help; "" where no command line sets it (the kit's own tools do)
+    check: Callable[[Any], Any] | None = None  # the value, normalised; ValueError (or TypeError) with the reason
+    parse: Callable[[str], Any] | None = None  # the flag's argparse type (grader/arguments.py)
+    choices: tuple[str, ...] = ()  # the flag's choices; without a check, the only values the record takes
+    recorded: bool = False  # results.json records it (``graded_with``)
+    argv_at_default: bool = True  # ``to_argv`` writes it at its default too (else only when it differs)
+
+    def checked(self, value: Any) -> Any:
+        """``value`` checked (and normalised) as the record takes it."""
+        check = self.check or (arguments.one_of(*self.choices) if self.choices else None)
+        return check(value) if check else value
+
+
+def flag(name: str) -> str:
+    """The command-line flag of the field ``name``: ``memory_mb`` -> ``--memory-mb``."""
+    return "--" + name.replace("_", "-")
+
+
+def option(name: str) -> Option:
+    """The metadata of the field ``name`` of ``GradingOptions``."""
+    return next(f.metadata["option"] for f in fields(GradingOptions) if f.name == name)
+
+
+def _field(default: Any, **metadata: Any) -> Any:
+    return field(default=default, metadata={"option": Option(**metadata)})
+
+
+def _problem_keys(keys: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(arguments.problems_value([str(key).upper() for key in keys])))
+
+
+def _rule_ids(ids: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(arguments.rule_ids(ids))
+
+
+@dataclass(frozen=True)
 class GradingOptions:
     """One grading's settings; every field's default is the kit's default."""
 
-    gpu: str = "auto"  # one of GPU_MODES
-    seed: int = 0  # hypothesis seed
-    problems: tuple[str, ...] | None = None  # only these problems (keys of PROBLEMS); None: all
-    profile: str = "grading"  # hypothesis profile
-    budget_seconds: float = 900.0  # the wall for one whole submission, start-up included
-    call_seconds: float = 30.0  # the wall-clock limit of one call into student code
-    memory_mb: int = 4096  # the worker's memory cap
-    not_run: str = "exclude"  # how tests not run count in results.json (one of NOT_RUN_MODES)
-    in_process: bool = False  # UNSAFE: student code runs in the judge (debugging the kit only)
-    first_failure: bool = False  # each judge stops at its first failed test (mutation verdicts)
-    rules: tuple[str, ...] | None = None  # only the hidden tests that check these handout rules (a rule's kill); None: all
-    diagnose: bool = True  # name the known mistake a failed test reproduces (off: verdicts alone, e.g. a kill matrix)
-    isolation: str = "auto"  # one of ISOLATION_MODES; require-strong: refuse to grade without strong containment
+    gpu: str = _field("auto", choices=GPU_MODES, recorded=True,
+                      help="auto: run GPU tests when CUDA is present (else 'not run', grade provisional); "
+                           "require: fail fast without CUDA; off: never run them; only: run the GPU tests "
+                           "alone, the others 'not run' (a class's GPU pass, merged by grader gradebook; "
+                           "fails fast without CUDA)")
+    seed: int = _field(0, check=arguments.seed_value, parse=arguments.seed, recorded=True,
+                       help="hypothesis seed (reproducible grading)")
+    profile: str = _field("grading", choices=PROFILES, check=arguments.one_of(*PROFILES, "verdict"), recorded=True,
+                          help="hypothesis profile: grading (more examples) or ci (fast, derandomized)")
+    budget_seconds: float = _field(900.0, check=arguments.seconds_value, parse=arguments.seconds, recorded=True,
+                                   help="time budget for one whole submission")  # the wall, start-up included
+    call_seconds: float = _field(30.0, check=arguments.seconds_value, parse=arguments.seconds, recorded=True,
+                                 help="wall-clock limit of one call into student code")
+    memory_mb: int = _field(4096, check=arguments.memory_mb_value, parse=arguments.memory_mb, recorded=True,
+                            help="worker memory cap (a cgroup counting shared memory and tmpfs where the host gives "
+                                 "one, else watched)")
+    problems: tuple[str, ...] | None = _field(None, check=_problem_keys, parse=arguments.problems, recorded=True,
+                                              help="only these, e.g. P1,P3")  # None: all
+    not_run: str = _field("exclude", choices=NOT_RUN_MODES,
+                          help="tests not run (GPU tests without a GPU) in results.json: exclude (left out of the "
+                               "possible points) or zero (0 out of their points); never shown as failures")
+    in_process: bool = _field(False, help="UNSAFE: run student code inside the judge (debugging the kit only; "
+                                          "never to grade)")
+    first_failure: bool = _field(False)  # each judge stops at its first failed test (mutation verdicts)
+    # only the hidden tests that check these handout rules (a rule's kill); None: all
+    rules: tuple[str, ...] | None = _field(None, check=_rule_ids)
+    # name the known mistake a failed test reproduces (off: verdicts alone, e.g. a kill matrix)
+    diagnose: bool = _field(True)
+    isolation: str = _field("auto", choices=ISOLATION_MODES, argv_at_default=False,
+                            help="auto: the strongest containment this host gives; require-strong: refuse to grade "
+                                 "without namespaces, a syscall filter and a kernel memory limit")
 
     def __post_init__(self) -> None:
-        for name, allowed in (("gpu", GPU_MODES), ("not_run", NOT_RUN_MODES), ("profile", (*PROFILES, "verdict")),
-                              ("isolation", ISOLATION_MODES)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"--{name.replace('_', '-')}: invalid choice {getattr(self, name)!r} "
-                                 f"(choose from {', '.join(allowed)})")
-        for name, check in (("seed", arguments.seed_value), ("budget_seconds", arguments.seconds_value),
-                            ("call_seconds", arguments.seconds_value), ("memory_mb", arguments.memory_mb_value)):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
             try:
-                check(getattr(self, name))
+                object.__setattr__(self, f.name, f.metadata["option"].checked(value))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"--{name.replace('_', '-')}: {exc}") from None
+                raise ValueError(f"{flag(f.name)}: {exc}") from None
         if self.call_seconds > self.budget_seconds:
             raise ValueError(f"--call-seconds {self.call_seconds:g} exceeds --budget-seconds {self.budget_seconds:g}")
-        if self.rules is not None:
-            object.__setattr__(self, "rules", tuple(arguments.rule_ids(self.rules)))
-        if self.problems is not None:
-            try:
-                keys = arguments.problems_value([str(key).upper() for key in self.problems])
-            except ValueError as exc:
-                raise ValueError(f"--problems: {exc}") from None
-            object.__setattr__(self, "problems", tuple(sorted(keys)))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, base: GradingOptions | None = None) -> GradingOptions:
@@ -82,9 +131,8 @@ class GradingOptions:
     def graded_with(self) -> dict[str, Any]:
         """How a result was graded, as results.json records it (``extra_data.options``); the seed only where
         the profile draws from it (a derandomized profile's examples are the same whatever the seed)."""
-        return dict(gpu=self.gpu, seed=None if self.profile in DERANDOMIZED else self.seed, profile=self.profile,
-                    budget_seconds=self.budget_seconds, call_seconds=self.call_seconds, memory_mb=self.memory_mb,
-                    problems=list(self.problems) if self.problems else None)
+        recorded = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.metadata["option"].recorded}
+        return {**recorded, "seed": None} if self.profile in DERANDOMIZED else recorded
 
     def to_json(self) -> str:
         """The record a judge session receives (``--grading-options``)."""
@@ -98,23 +146,29 @@ class GradingOptions:
         if type(data) is not dict or data.get("version") != RECORD_VERSION or set(data) - {"version"} != names:
             raise ValueError(f"not a version-{RECORD_VERSION} grading options record")
         data.pop("version")
-        for name in ("problems", "rules"):
-            if data[name] is not None:
-                data[name] = tuple(data[name])
         return cls(**data)
 
     def to_argv(self) -> list[str]:
         """The options of a ``grader grade`` command line that grades with these options."""
-        argv = ["--gpu", self.gpu, "--seed", str(self.seed), "--profile", self.profile,
-                "--budget-seconds", str(self.budget_seconds), "--call-seconds", str(self.call_seconds),
-                "--memory-mb", str(self.memory_mb), "--not-run", self.not_run]
-        argv += ["--problems", ",".join(self.problems)] if self.problems else []
-        return argv + (["--in-process"] if self.in_process else []) + (
-            ["--isolation", self.isolation] if self.isolation != "auto" else [])
+        argv = []
+        for f in fields(self):
+            value, meta = getattr(self, f.name), f.metadata["option"]
+            if not meta.help or value is None or value is False or (value == f.default and not meta.argv_at_default):
+                continue
+            argv += [flag(f.name)] if value is True else [flag(f.name), ",".join(value) if type(value) is tuple
+                                                          else str(value)]
+        return argv
 
     def judge_argv(self, budget_seconds: float) -> list[str]:
         """The options of a judge session (pytest with ``grader.judge.plugin``) with ``budget_seconds`` of its
-        own: the record, and hypothesis's own flags for its profile and seed."""
+        own: the record alone (the judge sets hypothesis's profile and seed from it)."""
         record = replace(self, budget_seconds=budget_seconds, call_seconds=min(self.call_seconds, budget_seconds))
-        return ["--grading-options", record.to_json(), "--hypothesis-profile", self.profile,
-                "--hypothesis-seed", str(self.seed)]
+        return ["--grading-options", record.to_json()]
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON holds it (a tuple as a list)."""
+    return list(value) if type(value) is tuple else value
+
+
+FLAGS = tuple(f.name for f in fields(GradingOptions) if f.metadata["option"].help)  # the fields a command line sets

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-RULE_ID = re.compile(r"\[((?:P\d+|ALL)\.[a-z0-9]+(?:-[a-z0-9]+)*)\]")  # ALL: a rule that holds for every problem
+ID = r"(?:P\d+|ALL)\.[a-z0-9]+(?:-[a-z0-9]+)*"  # a rule's id (ALL: a rule that holds for every problem)
+RULE_ID = re.compile(rf"\[({ID})\]")  # an id as the handout writes it, closing the rule's sentence
 _TAG = re.compile(r"\s*(?:<sup>)?\[(?:P\d+|ALL)\.[a-z0-9-]+\](?:</sup>)?")
 _HEADING = re.compile(r"#{2,3} (.+)")
 _BLOCK_START = re.compile(r"\s*(?:[-*] |\d+\. )")

@@ -25,6 +25,7 @@ import math
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -47,6 +48,16 @@ BUDGET_SHARE = 0.9  # of Gradescope's timeout: the per-submission budget (interp
 STAMP = (2020, 1, 1, 0, 0, 0)
 GRADESCOPE = GradingOptions(memory_mb=int(WORKER_MEMORY_SHARE * GRADESCOPE_MEMORY_MB),
                             budget_seconds=BUDGET_SHARE * GRADESCOPE_SECONDS)  # the bundle's defaults
+# The grading options gradescope-bundle's command line sets (the others are GRADESCOPE's), each with what changes
+# in its flag (``cli._grading_options``): Gradescope has no GPU, so no GPU pass ("only") either.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "gpu": dict(choices=("auto", "require", "off"),
+                help="GPU mode of run_autograder (Gradescope has no GPU: auto marks grades provisional)"),
+    "profile": dict(help="hypothesis profile"),
+    "memory_mb": dict(help=f"worker memory cap (default: {WORKER_MEMORY_SHARE:.0%}% of Gradescope's "
+                           f"{GRADESCOPE_MEMORY_MB} MB container)"),
+    "budget_seconds": dict(help=f"per-submission budget, a hard wall (default: {BUDGET_SHARE:.0%}% of Gradescope's "
+                                f"{GRADESCOPE_SECONDS // 60} minutes)")}
 
 
 class BundleError(ValueError):

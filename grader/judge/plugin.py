@@ -7,7 +7,8 @@ the CPU pass grades those), and keeps one plain record per test (``grader.record
 Messages keep only the assertion text (never hidden-suite source or tracebacks). A failed
 test's message starts with the known mistakes its recorded behaviour reproduces, if any
 (``grader.judge.diagnosis``; ``TestRecord.mistakes``). The file it writes (``--judge-report``) is the judge's
-report, a ``grader.record.JudgeReport``.
+report, a ``grader.record.JudgeReport``. The grading options record (``--grading-options``) is its one
+option: hypothesis's profile and seed come from it too.
 
 It fails closed: every collected test starts as an "error" (not judged) and becomes "passed"
 only when the judge saw its call pass; the judge's report says whether the session ended
@@ -62,11 +63,15 @@ def options_of(config: pytest.Config) -> GradingOptions:
     return config.getoption("--grading-options")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    options = options_of(config)
+    # hypothesis's pytest plugin, configured after this hook, loads the record's profile and forces its seed
+    config.option.hypothesis_profile, config.option.hypothesis_seed = options.profile, str(options.seed)
     config.addinivalue_line("markers", "points(n): points this hidden test is worth")
     config.addinivalue_line("markers", "gpu: needs CUDA; not run (grade provisional) without one")
     config.addinivalue_line("markers", "rule(*ids): the handout rules this test checks; a failure quotes them")
-    if options_of(config).first_failure:
+    if options.first_failure:
         config.option.maxfail = 1
     if config.getoption("--submission"):
         config.pluginmanager.register(Recorder(config), "grader-recorder")

@@ -15,7 +15,7 @@ from ..paths import HIDDEN
 from . import load, materialize
 from ..options import GradingOptions
 
-IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
+IN_PROCESS = GradingOptions(in_process=True, profile="ci").to_json()  # the judge runs the submission in process
 
 
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import torch
 
 from grader.cli import build_parser
-from grader.options import GradingOptions
+from grader.options import FLAGS, GradingOptions, flag, option
 from grader.paths import KIT_ROOT as KIT
 from grader.problems import RANGE
 from grader.grading.judges import judge_environment
@@ -135,6 +137,26 @@ def test_cli_defaults_are_the_python_defaults():
     for name, default in grade.main.__kwdefaults__.items():
         if hasattr(args, name):
             assert getattr(args, name) == default, name
+
+
+def _grading_flags(command: str) -> dict[str, argparse.Action]:
+    """The grading options ``command``'s parser sets, by field name."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return {a.dest: a for a in commands[command]._actions if a.dest in {f.name for f in fields(GradingOptions)}}
+
+
+def test_each_grading_flag_comes_from_its_fields_option():
+    """grade sets every grading option a command line sets, batch all but --in-process, gradescope-bundle the
+    bundle's settings: each flag, help and default is its field's (the bundle's help and defaults its own)."""
+    assert set(_grading_flags("grade")) == set(FLAGS) and set(_grading_flags("batch")) == set(FLAGS) - {"in_process"}
+    for name, action in _grading_flags("grade").items():
+        assert action.option_strings == [flag(name)] and action.help == option(name).help, name
+        assert action.default == getattr(GradingOptions(), name) and action.choices == (option(name).choices or None)
+    from grader.classroom import bundle
+
+    for name, action in _grading_flags("gradescope-bundle").items():
+        assert action.default == getattr(bundle.GRADESCOPE, name) and action.help == bundle.SETTINGS[name]["help"]
+    assert set(_grading_flags("gradescope-bundle")) == set(bundle.SETTINGS)
 
 
 @pytest.mark.parametrize("options", [GradingOptions(), GradingOptions(

@@ -40,9 +40,9 @@ def test_the_python_api_refuses_what_the_command_line_refuses(tmp_path, changes,
 def test_one_versioned_record_crosses_to_the_judge():
     options = GradingOptions(gpu="off", seed=7, problems=("P3", "P1"), memory_mb=2048, isolation="require-strong",
                              first_failure=True, diagnose=False)
-    argv = options.judge_argv(budget_seconds=100.0)
-    assert argv.count("--grading-options") == 1
-    crossed = GradingOptions.from_json(argv[argv.index("--grading-options") + 1])
+    flag, record = options.judge_argv(budget_seconds=100.0)  # the record alone: no hypothesis flag beside it
+    crossed = GradingOptions.from_json(record)
+    assert flag == "--grading-options"
     assert crossed == replace(options, budget_seconds=100.0) and crossed.problems == ("P1", "P3")
     data = json.loads(options.to_json())
     for broken in ({**data, "version": RECORD_VERSION + 1}, {k: v for k, v in data.items() if k != "gpu"},
@@ -59,3 +59,12 @@ def test_a_judge_budget_below_the_call_limit_caps_the_call():
 def test_the_seed_is_recorded_only_where_the_profile_draws_from_it():
     assert GradingOptions(seed=5, profile="grading").graded_with()["seed"] == 5
     assert GradingOptions(seed=5, profile="ci").graded_with()["seed"] is None
+
+
+def test_rule_ids_are_shaped_as_the_handouts_reader_reads_them():
+    from grader.rules import handout_rules
+
+    ids = tuple(handout_rules())
+    assert ids and GradingOptions(rules=ids).rules == ids
+    with pytest.raises(ValueError, match=r"--rules: not a rule id: 'P5\.Bad' \(ids look like P5\.skip-none-grad\)"):
+        GradingOptions(rules=("P5.Bad",))

@@ -13,7 +13,7 @@ import pytest
 from grader.submission import stage
 from grader.options import GradingOptions
 
-IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
+IN_PROCESS = GradingOptions(in_process=True, profile="ci").to_json()  # the judge runs the submission in process
 
 KIT = Path(__file__).resolve().parents[3]
 

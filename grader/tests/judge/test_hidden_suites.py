@@ -16,7 +16,7 @@ from grader.problems import PROBLEMS
 from grader.selfproof.selfcheck import independence_violations
 from grader.options import GradingOptions
 
-IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
+IN_PROCESS = GradingOptions(in_process=True, profile="ci").to_json()  # the judge runs the submission in process
 
 KIT = Path(__file__).resolve().parents[3]
 HIDDEN = KIT / "grader" / "judge" / "hidden"

@@ -1,9 +1,11 @@
 """The judge plugin keeps to pytest's supported API: a hidden suite runs with its deprecations as errors.
-A judge session loads the plugins it names, not every pytest plugin installed beside the kit."""
+A judge session loads the plugins it names, not every pytest plugin installed beside the kit, and draws
+hypothesis's examples with the profile and seed of its grading options record, the one option it gets."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from grader.paths import HIDDEN
 from grader.paths import KIT_ROOT as KIT
 from grader.options import GradingOptions
 
-IN_PROCESS = GradingOptions(in_process=True).to_json()  # the judge runs the submission in process
+IN_PROCESS = GradingOptions(in_process=True, profile="ci").to_json()  # the judge runs the submission in process
 
 QUICK_SUITE = KIT / "grader" / "tests" / "fixtures" / "interrupted" / "test_p3_einsum.py"
 
@@ -45,3 +47,39 @@ def test_a_judge_session_loads_no_plugin_it_does_not_name(tmp_path, monkeypatch)
     result = grade(KIT / "solutions", hidden=hidden, profile="ci", gpu="off")
     assert not result.error, result.error
     assert [t.status for t in result.tests] == ["passed"]
+
+
+DRAWING = """
+from hypothesis import core, given, settings, strategies as st
+
+DRAWN = []
+
+
+@given(st.integers(0, 10**9))
+def test_draws(x):
+    DRAWN.append(x)
+
+
+def test_seen():
+    print(f"SEEN {settings.get_current_profile_name()} {core.global_force_seed} {sum(DRAWN)}")
+"""
+
+
+def _drawn_with(folder, options: GradingOptions) -> list[str]:
+    """The profile, seed and sum of the examples drawn in a judge session given ``options``' record alone."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder / "test_drawing.py"), "-p", "grader.judge.plugin", "-q", "-s",
+         "--grading-options", options.to_json(), "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(folder),
+         "-p", "no:cacheprovider"], cwd=KIT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    return re.search(r"SEEN (.*)", run.stdout).group(1).split()
+
+
+def test_a_judge_session_draws_with_the_profile_and_seed_of_its_record(tmp_path):
+    shutil.copy(HIDDEN / "conftest.py", tmp_path / "conftest.py")  # the profiles
+    (tmp_path / "test_drawing.py").write_text(DRAWING)
+    profile, seed, drawn = _drawn_with(tmp_path, GradingOptions(seed=1234))
+    assert (profile, seed) == ("grading", "1234")
+    assert _drawn_with(tmp_path, GradingOptions(seed=1234)) == [profile, seed, drawn]  # the same examples again
+    assert _drawn_with(tmp_path, GradingOptions(seed=99))[2] != drawn
+    assert _drawn_with(tmp_path, GradingOptions(seed=99, profile="ci"))[:2] == ["ci", "99"]
