@@ -513,9 +513,10 @@ def test_step_returns_the_closure_loss(optim, name):
     attr, _, extra = CASES[name]
     model, x, y = make_model()
     optimizer = call(getattr(optim, attr), model.parameters(), lr=0.1, **extra)
-    returned = []
+    returned, seen = [], []
 
     def closure():
+        seen.append([p.detach().clone() for p in model.parameters()])
         optimizer.zero_grad()
         loss = loss_of(model, x, y)
         if loss.requires_grad:  # else the check below explains
@@ -524,9 +525,14 @@ def test_step_returns_the_closure_loss(optim, name):
         return loss
 
     for step in range(1, 4):
+        before = [p.detach().clone() for p in model.parameters()]
         got = call(optimizer.step, closure)
         check_true(len(returned) == step, f"{attr}.step(closure), step {step}", f"closure called {len(returned)} times",
                    f"called {step} times in {step} steps (once per step)", f"optim.{attr}")
+        check_true(all(torch.equal(b, s) for b, s in zip(before, seen[-1])), f"{attr}.step(closure), step {step}",
+                   "the closure saw parameters this step had already updated",
+                   "the closure called first, before the update (which then uses the gradients it computed)",
+                   f"optim.{attr}")
         same = got is returned[-1] or (isinstance(got, torch.Tensor) and torch.equal(got, returned[-1]))
         check_true(same, f"{attr}.step(closure), step {step}", got,
                    f"the tensor the closure returned ({returned[-1].item():.6f}), itself", f"optim.{attr}",

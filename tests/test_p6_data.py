@@ -104,7 +104,7 @@ def test_save_tokens_refuses_no_tokens(data, tmp_path, bad):
 
 
 @pytest.mark.rule("P6.save-refuses-non-integers")
-@pytest.mark.parametrize("bad", [[1, 2.0, 3], [1, True], np.array([1.5, 2.0]), np.array([2.0, 3.0]),
+@pytest.mark.parametrize("bad", [[1, 2.0, 3], [1, True], [1, np.float32(2.0)], np.array([1.5, 2.0]), np.array([2.0, 3.0]),
                                  np.array([True, False]), torch.tensor([1.0, 2.0]), torch.tensor([True])], ids=repr)
 def test_save_tokens_refuses_tokens_that_are_not_integers(data, tmp_path, bad):
     check_refused(data, tmp_path, bad, "floats (even 2.0, even a float array of whole numbers) and bools are not tokens")

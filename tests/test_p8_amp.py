@@ -258,10 +258,14 @@ def test_parameters_stay_float32(amp, precision):
 def check_refused(amp, **kwargs) -> None:
     model = make_model()
     before = copy.deepcopy(model)
+    forwards = []
+    model.register_forward_pre_hook(lambda module, args: forwards.append(args))
     check_raises(ValueError, amp.train_step, model, make_batch(), F.mse_loss,
                  torch.optim.SGD(model.parameters(), lr=0.1), **kwargs)
     check_true(max_diff(model, before) == 0, describe_call(amp.train_step, (), kwargs), "changed parameters",
                "the parameters untouched: the arguments are checked before the step", STEP)
+    check_true(not forwards, describe_call(amp.train_step, (), kwargs), f"ran the model {len(forwards)} time(s)",
+               "the model not run: the arguments are checked before the model is touched", STEP)
 
 
 @pytest.mark.rule("P8.unknown-precision")

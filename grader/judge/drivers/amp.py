@@ -131,6 +131,7 @@ def refused(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor,
     for case in REFUSED:
         kwargs = dict(case)
         trainer = Trainer(sub, state, scaler=kwargs.pop("scaler", None))
+        trainer.record_forwards()
         yield trainer, kwargs, trainer.step(x, y, **kwargs)
 
 
@@ -182,6 +183,17 @@ class Trainer:
         if hook is not None:
             hook.call("remove")
         return result
+
+    def record_forwards(self) -> None:
+        """From now on, note whether the model runs: a forward pre-hook made of library functions,
+        ``functools.partial(operator.setitem, calls)``, which sets ``calls[model] = args`` on each call."""
+        self.calls = self.sub.lib("builtins.dict")
+        record = self.sub.lib("functools.partial", library_function(self.sub, "operator.setitem"), self.calls)
+        self.model.call("register_forward_pre_hook", record, keep=True)
+
+    def ran(self) -> bool:
+        """Whether the model ran since ``record_forwards``."""
+        return self.sub.lib("builtins.len", self.calls).read() > 0
 
     def parameters(self) -> dict[str, torch.Tensor]:
         return parameters(self.sub, self.model)

@@ -66,7 +66,7 @@ def bad_tokens(draw):
     info = np.iinfo(dtype)
     good = draw(st.lists(st.integers(max(int(info.min), -1000), min(int(info.max), 1000)), min_size=0, max_size=8))
     where = draw(st.integers(0, len(good)))
-    case = draw(st.sampled_from(["whole float", "float", "bool", "too large", "too small", "empty list",
+    case = draw(st.sampled_from(["whole float", "numpy float", "float", "bool", "too large", "too small", "empty list",
                                  "empty ndarray", "empty tensor", "float ndarray", "float tensor", "bool ndarray",
                                  "bool tensor", "ndarray out of range", "tensor out of range", "2-D ndarray",
                                  "0-D ndarray"]))
@@ -74,6 +74,9 @@ def bad_tokens(draw):
     high = int(info.max) + draw(st.integers(1, 2**20))
     if case == "whole float":
         tokens = good[:where] + [float(draw(st.integers(0, 100)))] + good[where:]
+    elif case == "numpy float":  # not a subclass of float: a check for Python floats alone lets it through
+        kind = draw(st.sampled_from([np.float16, np.float32]))
+        tokens = good[:where] + [kind(draw(st.integers(0, 100)))] + good[where:]
     elif case == "float":
         tokens = good[:where] + [draw(st.floats(0.1, 100.0).filter(lambda v: not v.is_integer()))] + good[where:]
     elif case == "bool":
@@ -166,6 +169,7 @@ GOOD = st.lists(st.integers(0, 2**16 - 1), min_size=1, max_size=32).map(lambda v
 @given(case=bad_tokens(), existing=st.sampled_from([None, b"previous tokens"]), good=GOOD)
 @example(case=(np.uint16, [], "empty list"), existing=b"previous tokens", good=np.arange(3))
 @example(case=(np.uint16, [4, 2.0], "whole float"), existing=None, good=np.arange(2))
+@example(case=(np.uint16, [4, np.float32(2.0)], "numpy float"), existing=None, good=np.arange(2))
 @example(case=(np.uint16, np.array(7, dtype=np.int64), "0-D ndarray"), existing=None, good=np.arange(10))
 @example(case=(np.uint16, np.array([[1, 2], [3, 4]], dtype=np.int64), "2-D ndarray"), existing=None, good=np.arange(3))
 @example(case=(np.uint16, torch.tensor([1.0, 2.0], dtype=torch.bfloat16), "bfloat16 tensor"), existing=None,

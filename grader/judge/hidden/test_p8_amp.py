@@ -257,6 +257,8 @@ def test_bad_arguments_raise_value_error(sub, seed, width, n):
             f"({drive.why_refused(kwargs)})")
         diff = max_param_diff(trainer.parameters(), state)
         assert diff == 0, f"{call} changed the parameters before raising, expected them untouched"
+        assert not trainer.ran(), (
+            f"{call} ran the model before raising, expected the arguments checked before the model is touched")
 
 
 @pytest.mark.rule("P8.checkpoint-values")
