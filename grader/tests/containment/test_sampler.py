@@ -1,4 +1,5 @@
-"""Containment's one sampler (``grader/containment/sampler.py``)."""
+"""Containment's one sampler (``grader/containment/sampler.py``) and the pauses it keeps
+(``grader/containment/pauses.py``), with a stand-in for the worker's stop and continue."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 
 import pytest
 
+from grader.containment.pauses import paused
 from grader.containment.sampler import Schedule, sampled
 
 
@@ -48,3 +50,11 @@ def test_what_the_call_raises_comes_first():
     with pytest.raises(ValueError, match="the call failed"):
         sampled(call, failing())
 
+
+def test_pauses_keep_the_running_share_and_end_continued():
+    """Stopped 29 ms at a time, running 8% of the call: stopped about 92% of it (the sampler's thread waking late
+    stretches a stop, never the running share), and the last word is a continue."""
+    sent: list[bool] = []
+    value, share = paused(lambda: time.sleep(0.5) or 7, sent.append, 0.029, 0.08)
+    assert value == 7 and 0.85 <= share <= 0.99, share
+    assert sent and sent == [True, False] * (len(sent) // 2), sent
