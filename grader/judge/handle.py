@@ -359,7 +359,7 @@ class Submission:
         try:
             return self.backend.paused_call(call, stop_seconds, running_share)
         except WorkerFailure as exc:
-            self._failed(exc, "pausing the worker", False)
+            self._failed(exc, "pausing the worker", cut=False)
 
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""
