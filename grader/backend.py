@@ -3,16 +3,19 @@
 A backend runs one submission's code: it answers request frames (``request``), is started
 explicitly (``start``: the package imported, on the clock given) or by its first request, and
 is measured (``measure``, and on a GPU ``measure_gpu``; what a file of the judge's lost to the page cache:
-``page_cache_bytes``) and shares a folder with the judge from outside the worker.
+``page_cache_bytes``; a call run while the worker is stopped and continued: ``paused_call``) and shares a
+folder with the judge from outside the worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from . import wire
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,11 @@ class Backend(Protocol):
     def page_cache_bytes(self, fd: int) -> int:
         """How many bytes of the judge's file behind ``fd`` are in the page cache now, whoever brought them in."""
 
-    def pause(self, stopped: bool) -> None:
-        """Stop (``stopped``) or continue every process of the worker's tree, from outside it."""
+    def paused_call(self, call: Callable[[], T], stop_seconds: float, running_share: float) -> tuple[T, float]:
+        """``call()``'s value (a request of the judge's) while every process of the worker's tree is stopped
+        ``stop_seconds`` at a time and continued, from outside it, so that it runs ``running_share`` of the
+        call's wall time (``containment.pauses``), and the share of that wall time it stood still; raises
+        WorkerFailure where the worker cannot be stopped."""
 
     def exchange(self) -> Exchange: ...
 

@@ -23,12 +23,12 @@ accepted (``grader selfcheck --gpu``) only where they answer.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from ..backend import GpuActivity, GpuUsage
+from .sampler import Schedule, sampled
 
 POLL_SECONDS = 0.01
 
@@ -119,31 +119,28 @@ def idle_watts(seconds: float = 0.5) -> float | None:
 
 def activity(run: Callable[[], object], idle: float | None) -> tuple[object, GpuActivity | None]:
     """``run()``'s result and what the GPU did meanwhile (None when NVML cannot say); ``idle``: the
-    board's idle draw in watts, subtracted from the energy."""
+    board's idle draw in watts, subtracted from the energy. Utilization is polled every POLL_SECONDS
+    (``sampler``), until the call ends or NVML refuses a reading."""
     found = _device()
     if found is None:
         return run(), None
     nvml, handle = found
     polled: list[int] = []
-    stop = threading.Event()
 
-    def poll() -> None:
-        while not stop.is_set():
-            polled.append(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            stop.wait(POLL_SECONDS)
+    def utilization() -> Schedule:
+        try:
+            while True:
+                polled.append(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+                yield POLL_SECONDS
+        except nvml.NVMLError:
+            return
 
     try:
         before = nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
     except nvml.NVMLError:
         before = None
-    sampler = threading.Thread(target=poll, daemon=True)
     begin = time.perf_counter()
-    sampler.start()
-    try:
-        result = run()
-    finally:
-        stop.set()
-        sampler.join()
+    result = sampled(run, utilization())
     seconds = time.perf_counter() - begin
     joules = None
     if before is not None and idle is not None:

@@ -21,19 +21,22 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import psutil
 
 from .. import wire
 from ..confined.config import Withheld
 from ..backend import Exchange, GpuUsage, OnCallback, WorkerFailure
-from . import gpu, level, pagecache, tree
+from . import gpu, level, pagecache, pauses, tree
 from .channel import Broken, Channel
 from .launch import EXCHANGE, Launched, launch, syscall_filter
 from .limits import Limits, secret_paths
 from .output import Output
 from .running import RUNNING
 from .watchdog import MemoryWatch, become_subreaper, kill_tree, reap_orphans
+
+T = TypeVar("T")
 
 
 class Worker:
@@ -275,6 +278,11 @@ class Worker:
                 os.kill(pid, signal.SIGSTOP if stopped else signal.SIGCONT)
             except ProcessLookupError:
                 continue
+
+    def paused_call(self, call: Callable[[], T], stop_seconds: float, running_share: float) -> tuple[T, float]:
+        """``call()``'s value while the worker's tree is stopped and continued by ``pause`` on the judge's
+        schedule (``pauses.paused``), and the share of its wall time the worker stood still."""
+        return pauses.paused(call, self.pause, stop_seconds, running_share)
 
     def request(self, message: dict, timeout: float, on_callback: OnCallback | None = None) -> dict:
         """Send one request and return its answer (a frame of type "result" with the request's id).

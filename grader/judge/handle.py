@@ -351,10 +351,15 @@ class Submission:
             raise StudentError("the worker process could not be found to measure it")
         return found
 
-    def pause(self, stopped: bool) -> None:
-        """Stop or continue the worker's whole process tree from outside it (``Backend.pause``)."""
+    def paused_call(self, call: Callable[[], T], stop_seconds: float, running_share: float) -> tuple[T, float]:
+        """``call()``'s value (a call into the worker) while containment stops the worker's whole process tree
+        ``stop_seconds`` at a time and continues it, from outside, so that it runs ``running_share`` of the call's
+        wall time (``Backend.paused_call``), and the share of that wall time it stood still."""
         self.recording.block("a pause of the worker")
-        self.backend.pause(stopped)
+        try:
+            return self.backend.paused_call(call, stop_seconds, running_share)
+        except WorkerFailure as exc:
+            self._failed(exc, "pausing the worker", cut=False)
 
     def source(self, module: str) -> str:
         """The submitted source of ``module`` (empty if the file is missing)."""

@@ -11,16 +11,18 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from .. import wire
-from ..backend import Exchange, GpuUsage, OnCallback, Usage
+from ..backend import Exchange, GpuUsage, OnCallback, Usage, WorkerFailure
 from ..confined.dispatch import Dispatcher
 from ..confined.worker import CallbackFailed, load_package
 from ..containment import gpu, pagecache
 from ..containment.tree import Meter, held_files_bytes
 
 __all__ = ["Dispatcher", "InProcess", "load_package"]
+
+T = TypeVar("T")
 
 
 class _DirectChannel:
@@ -82,8 +84,10 @@ class InProcess:
     def page_cache_bytes(self, fd: int) -> int:
         return pagecache.cached_bytes(fd)
 
-    def pause(self, stopped: bool) -> None:
-        """Nothing: the judge cannot stop the process it runs in (a timing that must follow a pause fails here)."""
+    def paused_call(self, call: Callable[[], T], stop_seconds: float, running_share: float) -> tuple[T, float]:
+        """Refused: the judge cannot stop the process it runs in (a timing that must follow a pause fails here)."""
+        raise WorkerFailure("the submission runs in the judge's own process (--in-process), which the judge "
+                            "cannot stop: a paused call needs a worker")
 
     def exchange(self) -> Exchange:
         if self._exchange is None:

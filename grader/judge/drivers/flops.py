@@ -6,7 +6,7 @@ each of those calls (a timer that reports products it never ran cannot have take
 than they need) and the CPU time the worker's whole process tree spent over the rounds (a timer
 that sleeps instead of computing spends none; ``Submission.measure``). Rounds interleave the two, so that load on the machine affects them alike.
 In a few extra rounds placed at random, the judge stops and continues the worker's whole tree over
-and over while the call runs (``Submission.pause``, ``paused_call``): a timing of the products
+and over while the call runs (``Submission.paused_call``, on this driver's schedule): a timing of the products
 stretches with the time the worker stood still, a forecast made before the call cannot know which
 calls those are. On CUDA the GPU's work is read from outside too (``gpu_work``): the energy the
 board draws above idle while the judge runs products and while the submission's timer runs the same
@@ -22,11 +22,9 @@ import contextlib
 import functools
 import math
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -35,12 +33,13 @@ from .sides import JUDGE, one_thread
 
 WARMUP = 3
 GPU_BUSY_SECONDS = 1.0  # long enough for the board's energy counter and a 10 ms utilization poll
-# While a paused call runs, the worker stands still STOP_SECONDS at a time, over and over, and runs in
-# between for as long as keeps its running share of the call's wall time (counted from each continue's
-# sending to the next stop's delivery) at RUNNING_SHARE: whatever a stop or a continue takes to send (a
-# cold worker's tree has more processes than a forked one's) and however late the judge's thread wakes, it
-# runs about a twelfth of the call however the machine is loaded: a scheduler that lets a stopped task
-# catch up afterwards cannot give it what it missed while stopped.
+# The pauses' schedule is a judging decision, passed to containment (``Submission.paused_call``, which keeps
+# to it and measures the share stopped): while a paused call runs, the worker stands still STOP_SECONDS at a
+# time, over and over, and runs RUNNING_SHARE of the call's wall time (counted from each continue's sending to
+# the next stop's delivery), whatever a stop or a continue takes to send (a cold worker's tree has more
+# processes than a forked one's) and however late containment's thread wakes: about a twelfth of the call
+# however the machine is loaded, which a scheduler that lets a stopped task catch up afterwards cannot give
+# back.
 RUNNING_SHARE, STOP_SECONDS = 0.08, 0.029
 
 
@@ -138,52 +137,22 @@ class Call:
         return min(self.wall / max(self.spent, 1e-9), 1 / (core * (1 - self.stopped)))
 
 
-def paused_call(sub, call: Callable[[], Any]) -> tuple[Any, float]:
-    """``call()`` while a judge thread stops and continues the worker's tree (STOP_SECONDS stopped at a time,
-    running RUNNING_SHARE of the time): its value and the share of its wall time the worker stood still."""
-    done, stopped = threading.Event(), [0.0]
-
-    def running_left() -> float:  # before the next stop: the running share after it is RUNNING_SHARE
-        running = time.perf_counter() - begin - stopped[0]
-        return max(0.0, RUNNING_SHARE / (1 - RUNNING_SHARE) * (stopped[0] + STOP_SECONDS) - running)
-
-    def stop_and_go() -> None:  # counts only the time between the stop's delivery and the continue's sending
-        while not done.wait(running_left()):
-            sub.pause(True)
-            stop = time.perf_counter()
-            try:
-                done.wait(STOP_SECONDS)
-            finally:
-                stopped[0] += time.perf_counter() - stop
-                sub.pause(False)
-
-    pauser = threading.Thread(target=stop_and_go, daemon=True)
-    begin = time.perf_counter()
-    pauser.start()
-    try:
-        value = call()
-    finally:
-        done.set()
-        pauser.join()
-    return value, min(stopped[0] / max(time.perf_counter() - begin, 1e-9), 0.99)
-
-
 def timed_rounds(sub, target: str, args: tuple, reference_repeats: int, rounds: int = 5, timeout: float = 60,
                  paused: int = 0, **kwargs) -> Rounds:
     """``rounds`` rounds of (reference timing in the judge, ``sub.call(target, *args)`` timed from
-    outside); ``paused`` more, placed at random among them, where the call runs under ``paused_call``."""
+    outside); ``paused`` more, placed at random among them, where the call runs paused (``Submission.paused_call``)."""
     m, k, n, dtype, device = args[:5]
     found = Rounds()
     order = [False] * rounds + [True] * paused
     random.SystemRandom().shuffle(order)
     with cpu_timing(sub, device):
-        for pause in order:
+        for stopping in order:
             seconds, cpu = reference_seconds(m, k, n, dtype, device, reference_repeats)
             found.reference.append(seconds)
             found.reference_cpu.append(cpu)
             call = functools.partial(sub.call, target, *args, timeout=timeout, **kwargs)
             before, begin = sub.measure(), time.perf_counter()
-            value, share = paused_call(sub, call) if pause else (call(), 0.0)
+            value, share = sub.paused_call(call, STOP_SECONDS, RUNNING_SHARE) if stopping else (call(), 0.0)
             found.wall.append(time.perf_counter() - begin)
             after = sub.measure()
             found.spent.append(after.cpu_seconds - before.cpu_seconds)

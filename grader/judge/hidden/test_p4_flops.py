@@ -361,20 +361,20 @@ def assert_spent_cpu(calls: list[tuple[Rounds, float]], call: str) -> None:
         "expected (it cannot have run the products it timed: a timer that waits or predicts instead fails)")
 
 
-# A timing must also follow what the submission cannot foresee: in PAUSED extra rounds, placed at
-# random, the judge stops and continues the worker's whole tree over and over while the call runs
-# (grader/judge/drivers/flops.py, paused_call), so that it can run only a share r of the call's wall
-# time (about a twelfth; measured per call), and gets a share c of a core while ready to run, whatever
-# else loads the machine. A product then takes about its CPU time (the judge's) / (r c) of wall time,
-# which an honest timer reports (seen: 1.0-1.9 times it, idle and beside four busy loops; a timer of
-# one product, which a stop more or less stretches by a third, 0.43-1.2 in its better paused round),
-# hence PAUSED_SHARE. The judge measures r, and c from outside (the CPU time the worker's tree spent in
-# the call and how long its threads waited for a CPU: ``Call.stretch``). A forecast made before the
-# call (one small product timed, scaled up, then waited or spun out) reports what an unpaused call
-# would: about r times that whatever the load (seen: 0.06-0.23), and not STRETCH times the fastest
-# unpaused answer (an honest timer's paused answers were 3.5-31 times that). Only calls that time many
-# products are paused: a couple of products fit in a few of the worker's running windows, and their
-# time would be luck.
+# A timing must also follow what the submission cannot foresee: in PAUSED extra rounds, placed at random,
+# the judge stops and continues the worker's whole tree over and over while the call runs
+# (Submission.paused_call, on the schedule of grader/judge/drivers/flops.py), so that it can run only a
+# share r of the call's wall time (about a twelfth; measured per call), and gets a share c of a core
+# while ready to run, whatever else loads the machine. A product then takes about its CPU time (the
+# judge's) / (r c) of wall time, which an honest timer reports (seen: 1.0-1.9 times it, idle and beside
+# four busy loops; a timer of one product, which a stop more or less stretches by a third, 0.43-1.2 in
+# its better paused round), hence PAUSED_SHARE. The judge measures r, and c from outside (the CPU time
+# the worker's tree spent in the call and how long its threads waited for a CPU: ``Call.stretch``). A
+# forecast made before the call (one small product timed, scaled up, then waited or spun out) reports
+# what an unpaused call would: about r times that whatever the load (seen: 0.06-0.23), and not STRETCH
+# times the fastest unpaused answer (an honest timer's paused answers were 3.5-31 times that). Only calls
+# that time many products are paused: a couple of products fit in a few of the worker's running windows,
+# and their time would be luck.
 # Every call is held to its own measurement, not the best of them: each paused answer to its own
 # pause, and each unpaused one (where the kernel says how long the worker waited for a CPU) to at most
 # STEADY times the time a product took in it. An answer that does not follow the products (a fixed

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -61,13 +62,15 @@ def test_without_nvml_every_reading_is_none_with_a_reason(tmp_path):
 
 
 class FakeNvml:
-    """NVML as the readings use it: device 0 lists ``listed`` (pid -> device bytes) as its compute processes."""
+    """NVML as the readings use it: device 0 lists ``listed`` (pid -> device bytes) as its compute processes, reads
+    40% utilization (``polls`` times, refused after ``answered`` polls) and has drawn no energy."""
 
     NVMLError = RuntimeError
 
     def __init__(self, listed: dict[int, int]) -> None:
         self.listed = listed
-        self.inits = 0
+        self.inits = self.polls = 0
+        self.answered: int | None = None
 
     def nvmlInit(self) -> None:
         self.inits += 1
@@ -77,6 +80,15 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.listed.items()]
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
+        self.polls += 1
+        if self.answered is not None and self.polls > self.answered:
+            raise self.NVMLError("refused")
+        return SimpleNamespace(gpu=40)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
+        return 0
 
 
 @pytest.fixture
@@ -103,6 +115,15 @@ def test_a_worker_s_gpu_readings_are_its_own_processes_read_from_outside(package
     finally:
         worker.close()
     assert worker.measure_gpu() is None
+
+
+@pytest.mark.parametrize("answered", [None, 2])
+def test_the_utilization_is_polled_while_the_call_runs_until_nvml_refuses(fake_nvml, answered):
+    fake_nvml.answered = answered
+    result, activity = gpu.activity(lambda: time.sleep(0.2) or 42, 1.0)
+    assert result == 42 and activity.utilization == 40 and activity.seconds >= 0.2
+    assert activity.joules == pytest.approx(-activity.seconds)  # no energy drawn, 1 W idle subtracted
+    assert fake_nvml.polls >= 3 if answered is None else fake_nvml.polls == answered + 1, fake_nvml.polls
 
 
 def test_in_process_the_gpu_readings_are_the_judge_s_own(package, fake_nvml):

@@ -8,9 +8,10 @@ judge <-> worker, ``backend`` judge <-> containment, ``record`` judge -> grading
 zone are free; ``bench`` and ``tests`` measure and prove everything and may import anything.
 
 Every reading of what a worker did is containment's, asked through the backend (``Submission.measure``,
-``measure_gpu``, ``page_cache_bytes``): no driver of ``grader/judge/drivers/`` (nor hidden suite) reads /proc,
-``mincore``, NVML or a clock or usage count of another process itself (a scan of their code, docstrings and
-comments left out).
+``measure_gpu``, ``page_cache_bytes``, ``paused_call``): no driver of ``grader/judge/drivers/`` (nor hidden suite)
+reads /proc, ``mincore``, NVML or a clock or usage count of another process itself, starts a thread to sample
+beside a call (containment's one sampler does: ``containment.sampler``), or stops the worker itself (the backend's
+raw ``pause``, a SIGSTOP) (a scan of their code, docstrings and comments left out).
 """
 
 from __future__ import annotations
@@ -138,12 +139,18 @@ def test_a_wrong_import_is_found():
 DRIVERS = GRADER / "judge" / "drivers"
 HIDDEN = GRADER / "judge" / "hidden"
 # What only containment reads: text a driver's code may not hold (paths and programs that read a process from
-# outside), modules it may not import, functions it may not name (another process's clock, usage, mappings).
+# outside), modules it may not import, functions it may not name (another process's clock, usage, mappings;
+# stopping the worker: the raw pause, a signal).
 READING_TEXT = ("/proc", "schedstat", "smaps", "nvidia-smi", "mincore", "nvml")
 READING_MODULES = {"ctypes", "_ctypes", "pynvml", "psutil", "grader.containment.tree", "grader.containment.gpu",
-                   "grader.containment.pagecache", "grader.containment.cgroup"}
+                   "grader.containment.pagecache", "grader.containment.cgroup", "grader.containment.sampler",
+                   "grader.containment.pauses"}
 READING_NAMES = {"mincore", "getrusage", "prlimit", "times", "wait3", "wait4", "clock_getcpuclockid",
-                 "pthread_getcpuclockid", "sched_getaffinity"}
+                 "pthread_getcpuclockid", "sched_getaffinity", "pause", "SIGSTOP", "SIGCONT"}
+# A sampling thread: a module that starts threads (a driver may, to warm a second worker up beside the suite)
+# and waits in a loop or on a timer, the shape of a poll or a pauser beside a call (containment's sampler).
+THREAD_MODULES = {"threading", "_thread", "concurrent.futures"}
+WAITS = {"wait", "sleep", "Timer"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -180,11 +187,24 @@ def _outside_readings(path: Path, text: str) -> set[str]:
             found.add(f"name {node.attr}")
     found |= {f"module {name}" for name in imported
               if any(name == module or name.startswith(module + ".") for module in READING_MODULES)}
+    if imported & THREAD_MODULES and _waits_on_a_schedule(tree):
+        found.add("a sampling thread")
     return found
 
 
+def _waits_on_a_schedule(tree: ast.AST) -> bool:
+    """Whether ``tree`` waits or sleeps inside a loop, or starts a timer."""
+    def called(node: ast.AST) -> str:
+        return getattr(node.func, "attr", getattr(node.func, "id", "")) if isinstance(node, ast.Call) else ""
+
+    loops = [node for node in ast.walk(tree) if isinstance(node, (ast.While, ast.For))]
+    return (any(called(node) in WAITS for loop in loops for node in ast.walk(loop))
+            or any(called(node) == "Timer" for node in ast.walk(tree)))
+
+
 def test_no_driver_reads_a_worker_from_outside_itself():
-    """/proc, mincore, NVML, another process's clock or usage: containment reads them, through the backend."""
+    """/proc, mincore, NVML, another process's clock or usage, a sampling thread, a pause: containment takes them,
+    through the backend."""
     found = {str(path.relative_to(GRADER)): readings for path in sorted([*DRIVERS.rglob("*.py"), *HIDDEN.rglob("*.py")])
              if (readings := _outside_readings(path, path.read_text()))}
     assert not found, found
@@ -200,11 +220,23 @@ def test_no_driver_reads_a_worker_from_outside_itself():
     ("import resource\nresource.prlimit(7, resource.RLIMIT_AS)\n", "name prlimit"),
     ("from pynvml import nvmlDeviceGetComputeRunningProcesses\n", "module pynvml"),
     ("import os\nos.wait4(7, 0)\n", "name wait4"),
+    ("import threading\ndone = threading.Event()\ndef poll():\n    while not done.wait(0.01):\n        sub.measure()\n"
+     "threading.Thread(target=poll, daemon=True).start()\n", "a sampling thread"),
+    ("from concurrent.futures import ThreadPoolExecutor\ndef poll():\n    for _ in range(9):\n"
+     "        time.sleep(0.01)\nThreadPoolExecutor().submit(poll)\n", "a sampling thread"),
+    ("import threading\nthreading.Timer(0.01, sub.measure).start()\n", "a sampling thread"),
+    ("from ...containment.sampler import sampled\nsampled(call, poll())\n", "module grader.containment.sampler"),
+    ("sub.pause(True)\n", "name pause"),
+    ("sub.backend.pause(True)\n", "name pause"),
+    ("import os, signal\nos.kill(sub.worker_pid(), signal.SIGSTOP)\n", "name SIGSTOP"),
     ('open("/sys/fs/cgroup/x/cpu.stat")\n# schedstat\n', None),
+    ("import threading\nthreading.Thread(target=warm_up, daemon=True).start()\nfor _ in range(3):\n    sub.call('f')\n",
+     None),
 ])
 def test_a_driver_that_reads_a_worker_is_found(planted, reading):
     """A planted driver that reads a worker from outside is named; a comment (or a cgroup file: containment
-    would not hand a driver its folder) is not what the scan looks for."""
+    would not hand a driver its folder), or a thread that warms a worker up without a schedule, is not what the
+    scan looks for."""
     found = _outside_readings(DRIVERS / "planted.py", f'"""Mentions /proc and mincore: a docstring."""\n{planted}')
     assert (reading in found) if reading else not found, found
 

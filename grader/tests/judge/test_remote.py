@@ -7,6 +7,7 @@ made, and the in-process debugging backend), so they cannot drift apart.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,14 @@ def call_kept(x):
 def exit_now():
     import os
     os._exit(3)
+
+
+def spin_for(seconds):
+    import time
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return seconds
 
 
 class Honest(torch.optim.Optimizer):
@@ -201,6 +210,22 @@ def test_an_honest_optimizer_passes_the_delegation_check(sub):
         p.set("grad", torch.ones(3))
         optimizer.call("step")
     assert torch.equal(p.read(), torch.full((3,), 0.5))
+
+
+def test_a_paused_call_stops_the_worker_or_is_refused_in_process(sub):
+    """Containment stops and continues the worker while one call runs, on the judge's schedule, and says for how
+    much of the call: the worker ran its CPU time in what was left. The judge cannot stop its own process: in
+    process a paused call fails."""
+    spin = lambda: sub.call("tricks.spin_for", 0.1)  # noqa: E731
+    if isinstance(sub.backend, InProcess):
+        with pytest.raises(StudentError, match="cannot stop"):
+            sub.paused_call(spin, 0.029, 0.08)
+        return
+    begin = time.perf_counter()
+    value, share = sub.paused_call(spin, 0.029, 0.08)
+    wall = time.perf_counter() - begin
+    assert value == 0.1 and 0.5 < share <= 0.99, share
+    assert (1 - share) * wall >= 0.095, (share, wall)  # one thread ran 0.1 s of CPU time while not stopped
 
 
 def test_handles_do_not_survive_a_restart(tmp_path):
