@@ -15,7 +15,8 @@ Where an event comes from decides, never its arguments alone:
   that file holds on disk; a code object can only come from there, so running one is the import's;
 - a library's module-level code, while that library is imported, runs as it would anyway;
 - a library function in ``LIBRARY`` (what correct solutions reach through torch, numpy and the standard
-  library: a warning that finds its caller's line) may raise the events listed with it;
+  library: a warning that finds its caller's line) may raise the events listed with it, and one in
+  ``LIBRARY_CALLS`` may raise the events listed with it in anything it calls (torch counting CUDA devices);
 - a library module in ``GENERATES_ON_IMPORT`` writes code to a file of its own and imports it as it is
   imported itself: ``install`` imports it first, so its module-level code runs as it would anyway.
 
@@ -68,6 +69,13 @@ LIBRARY = frozenset({
 # template (torch.distributed.nn; later versions compile the text in torch's own code, a library's module-level
 # code while it is imported). torch._dynamo imports it, so a correct P3 or P8 reaches it.
 GENERATES_ON_IMPORT = ("torch.distributed.nn",)
+# (event prefix, file path's end, function): library functions that raise these events in what they call, take no
+# callable and return a count. torch.cuda.device_count() on a CUDA build (get_rng_state_all() calls it) asks NVML
+# through ctypes.
+LIBRARY_CALLS = frozenset({
+    ("ctypes.", "/cuda/__init__.py", "_raw_device_count_nvml"),
+    ("ctypes.", "/cuda/__init__.py", "_raw_device_uuid_nvml"),
+})
 
 
 class Refused(RuntimeError):
@@ -153,10 +161,14 @@ class _Policy:
         if (event, file, frame.f_code.co_name) in self.trusted or self._library(file) and any(
                 (event, end, frame.f_code.co_name) in LIBRARY for end in _ends(file)):
             return True
-        for outer in stack:  # a library's module-level code, while the library is imported
+        for outer in stack:  # inside a library call listed for it, or a library's module-level code while imported
             name = outer.f_code.co_filename
             if name.startswith(self.spellings):
                 return False
+            if self._library(name) and any(event.startswith(prefix) and ending in _ends(name)
+                                           and function == outer.f_code.co_name
+                                           for prefix, ending, function in LIBRARY_CALLS):
+                return True
             if outer.f_code.co_name == "<module>" and self._library(name):
                 return True
         return False

@@ -59,6 +59,9 @@ RUNS = {
     "a forward reference made (not evaluated)": "import typing; typing.ForwardRef('int')",
     "the stack as text": "import traceback; traceback.format_stack()",
     "torch.no_grad() on a function": "import torch\n@torch.no_grad()\ndef f(): return 1\nf()",
+    # what torch.cuda.device_count() does on a CUDA build: NVML through ctypes (no NVML here: OSError)
+    "torch counting CUDA devices through NVML": "import torch\ntry:\n    torch.cuda._raw_device_count_nvml()\n"
+                                                "except OSError:\n    pass",
 }
 
 
