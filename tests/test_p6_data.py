@@ -260,6 +260,15 @@ def test_the_last_valid_start_is_drawn(data):
     check_true(set(starts.tolist()) == {0, 1}, "get_batch(arange(10), 400, 8, 'cpu', rng): starts drawn",
                sorted(set(starts.tolist())), "both starts 0 and 1 (valid starts are 0 .. len - L - 1 inclusive)", BATCH,
                "the last valid start s = len - L - 1 has y ending exactly at the last token")
+    # The same starts without a generator, drawn from numpy's global RNG.
+    tokens = np.arange(10, dtype=np.int64)
+    np.random.seed(0)
+    got = sample(data, tokens, 400, 8)
+    starts = check_windows(tokens, got, 400, 8, "np.random.seed(0); get_batch(arange(10), 400, 8, 'cpu')")
+    check_true(set(starts) == {0, 1}, "np.random.seed(0); get_batch(arange(10), 400, 8, 'cpu'): starts drawn",
+               sorted(set(starts)), "both starts 0 and 1, with generator=None too (valid starts are 0 .. len - L - 1 "
+               "inclusive)", BATCH, "np.random.randint(0, len(tokens) - L) draws every valid start: its upper bound is "
+               "exclusive")
 
 
 @pytest.mark.rule("P6.batch-valid-starts")

@@ -280,7 +280,7 @@ def test_fp16_without_a_scaler_raises(amp):
 
 
 @pytest.mark.rule("P8.max-grad-norm-positive")
-@pytest.mark.parametrize("max_grad_norm", [0.0, -1.0])
+@pytest.mark.parametrize("max_grad_norm", [0.0, -1.0, float("nan")])
 def test_max_grad_norm_not_positive_raises(amp, max_grad_norm):
     check_refused(amp, max_grad_norm=max_grad_norm)
 

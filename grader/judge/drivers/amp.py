@@ -121,7 +121,8 @@ def described(trainer: Trainer, kwargs: dict) -> str:
 # train_step arguments the contract refuses with ValueError ("scaler": the CPU GradScaler's arguments).
 REFUSED = ({"precision": "fp16"}, {"precision": "fp16", "max_grad_norm": 1.0}, {"precision": "fp8"},
            {"precision": "float32"}, {"precision": "BF16", "scaler": {}}, {"precision": "fp32", "max_grad_norm": 0.0},
-           {"precision": "fp32", "max_grad_norm": -1.0}, {"precision": "bf16", "max_grad_norm": -1e-3})
+           {"precision": "fp32", "max_grad_norm": -1.0}, {"precision": "bf16", "max_grad_norm": -1e-3},
+           {"precision": "fp32", "max_grad_norm": float("nan")})
 
 
 def refused(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor,
@@ -137,7 +138,7 @@ def refused(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor,
 
 def why_refused(kwargs: dict) -> str:
     """The contract's reason for refusing these ``train_step`` arguments."""
-    if kwargs.get("max_grad_norm") is not None and kwargs["max_grad_norm"] <= 0:
+    if kwargs.get("max_grad_norm") is not None and not kwargs["max_grad_norm"] > 0:  # NaN included
         return "max_grad_norm must be a positive number or None"
     return "fp16 needs a GradScaler" if kwargs["precision"] == "fp16" else "precision is fp32, bf16 or fp16"
 

@@ -290,8 +290,8 @@ VALID_STARTS = ("every start 0 .. len(tokens) - L - 1 is valid, the last one inc
 @settings(max_examples=15)
 @given(length=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
 def test_exactly_the_valid_starts(sub, length, seed):
-    """len L+1 allows only start 0 (with a generator or numpy's global RNG); len L+2 draws both 0 and 1; nothing
-    beyond; bad sizes raise ValueError."""
+    """len L+1 allows only start 0 (with a generator or numpy's global RNG); len L+2 draws both 0 and 1 (with either);
+    nothing beyond; bad sizes raise ValueError."""
     one = np.arange(length + 1, dtype=np.int64) * 7 + 3
     what = f"data.get_batch(tokens of length {length + 1}, 64, {length}, 'cpu', rng)"
     try:
@@ -310,6 +310,11 @@ def test_exactly_the_valid_starts(sub, length, seed):
     starts = driver.check_windows(two, got.value, 200, length, what)
     assert set(starts) == {0, 1}, (f"{what} drew starts {sorted(set(starts))} in 200 rows, expected both 0 and 1: "
                                    f"{VALID_STARTS}")
+    (alone,) = driver.global_batches(sub, two, 200, length, [seed])
+    what = f"np.random.seed({seed}); data.get_batch(tokens of length {length + 2}, 200, {length}, 'cpu')"
+    starts = driver.check_windows(two, alone.value, 200, length, what)
+    assert set(starts) == {0, 1}, (f"{what} drew starts {sorted(set(starts))} in 200 rows, expected both 0 and 1 "
+                                   f"(generator=None too): {VALID_STARTS}")
     tokens = np.arange(length + 5, dtype=np.uint16)
     for n, b, l in [(length, 4, length), (length + 5, 0, length), (length + 5, 4, 0), (length + 5, -2, length),
                     (length + 5, 4, 1.5)]:
