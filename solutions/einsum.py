@@ -8,12 +8,14 @@ Form rules (checked by reading this file's code and what the functions reach: he
 modules they use, ``__init__.py``; docstrings and comments are ignored): every function below returns a
 value that an einops call of its own produced, with a pattern that changes something (not
 ``"... -> ..."``, not a unit axis added or dropped), applied to its inputs or to einops' values; a call
-to another function of this file does not count [P3.form-einops]. And that code does only what is
-allowed: einops' ``einsum``/``rearrange``/``reduce``/``repeat``/``parse_shape``; a tensor's ``.shape``,
-``.ndim``, ``.dtype``, ``.device``, ``.size()``, ``.dim()``, ``.numel()``; subscripts of shapes (not of
-tensors); ``math.*``, your own functions, builtins that compute no tensor (``len``, ``int``,
-``isinstance``...); arithmetic other than ``@``; ``if`` and ``raise``. Anything else (``@``, ``transpose``,
-``view``, ``sum``, ``torch.inner``, ``x[..., 0]``...) is refused, listed or not [P3.form-no-old-way].
+to another function of this file on the inputs does not count, one applied to a value that the function's
+own einops call produced does (``per_head_linear`` may end with ``merge_heads(x)``) [P3.form-einops].
+And that code does only what is allowed: einops' ``einsum``/``rearrange``/``reduce``/``repeat``/
+``parse_shape``; a tensor's ``.shape``, ``.ndim``, ``.dtype``, ``.device``, ``.size()``, ``.dim()``,
+``.numel()``; subscripts of shapes (not of tensors); ``math.*``, your own functions, builtins that compute
+no tensor (``len``, ``int``, ``isinstance``...); arithmetic other than ``@``; ``if`` and ``raise``.
+Anything else (``@``, ``transpose``, ``view``, ``sum``, ``torch.inner``, ``x[..., 0]``...) is refused,
+listed or not [P3.form-no-old-way].
 
 Results keep the input dtype (float32, float64 and bfloat16 are graded) [P3.keep-dtype]. A ``...``
 in a pattern stands for any number of leading batch dims, none included.
