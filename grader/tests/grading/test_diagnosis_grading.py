@@ -48,7 +48,15 @@ def test_a_mistaken_submission_is_told_its_known_mistake_and_the_reference_is_no
     assert "Known mistake (p4-matmul-missing-factor-2)" in capsys.readouterr().out
     assert not any(t["extra_data"].get("mistakes") for t in reference["tests"])
     assert not any(t["extra_data"].get("mistakes") or "Known mistake" in t["output"] for t in verdicts_alone["tests"])
-    assert [t.get("status") for t in verdicts_alone["tests"]] == [t.get("status") for t in data["tests"]]
+    assert _steady_verdicts(verdicts_alone) == _steady_verdicts(data)
+
+
+def _steady_verdicts(data: dict) -> dict[str, str]:
+    """Each test's verdict, by node id, but the P4 CPU timings against the judge's: on an MFU off by 2 their verdict
+    follows the machine's load (the band an honest timing needs on a loaded machine can admit it), whatever the
+    diagnosis."""
+    return {t["extra_data"]["nodeid"]: t.get("status") for t in data["tests"]
+            if "on_cpu_agrees_with_an_independent_timing" not in t["extra_data"]["nodeid"]}
 
 
 @pytest.mark.parametrize("problem, module, fixture, mistake", [
