@@ -165,11 +165,8 @@ class _Policy:
             name = outer.f_code.co_filename
             if name.startswith(self.spellings):
                 return False
-            if self._library(name) and any(event.startswith(prefix) and ending in _ends(name)
-                                           and function == outer.f_code.co_name
-                                           for prefix, ending, function in LIBRARY_CALLS):
-                return True
-            if outer.f_code.co_name == "<module>" and self._library(name):
+            if self._library(name) and (outer.f_code.co_name == "<module>"
+                                        or _library_call(event, name, outer.f_code.co_name)):
                 return True
         return False
 
@@ -230,6 +227,13 @@ def _ends(file: str) -> tuple[str, str]:
     """The ends ``LIBRARY`` names a file by: ``/typing.py``, ``/collections/__init__.py``."""
     parts = file.replace(os.sep, "/").rsplit("/", 2)
     return "/" + parts[-1], "/" + "/".join(parts[-2:])
+
+
+def _library_call(event: str, file: str, function: str) -> bool:
+    """Whether ``LIBRARY_CALLS`` lets ``function`` of ``file`` raise ``event`` in what it calls."""
+    ends = _ends(file)
+    return any(event.startswith(prefix) and ending in ends and function == listed
+               for prefix, ending, listed in LIBRARY_CALLS)
 
 
 def _line(frame: FrameType) -> str:
