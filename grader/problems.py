@@ -38,9 +38,10 @@ RANGE = f"{next(iter(PROBLEMS))}..{next(reversed(PROBLEMS))}"  # the keys as a m
 SUITE_FILE = re.compile(r"test_(p\d+)_(\w+)\.py")  # a hidden suite's file name: test_p<N>_<module>.py
 
 
-def suite_file(key: str) -> str:
-    """The file name of problem ``key``'s hidden suite (and of its public tests): ``test_p4_flops.py``."""
-    return f"test_{key.lower()}_{PROBLEMS[key].module}.py"
+def suite_file(key: str, problem: Problem | None = None) -> str:
+    """The file name of problem ``key``'s hidden suite (and of its public tests): ``test_p4_flops.py``; ``problem``:
+    its entry, where it is not the registry's (a registry under test)."""
+    return f"test_{key.lower()}_{(problem or PROBLEMS[key]).module}.py"
 
 
 def suite_problem(name: str) -> str | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import mistakes
 from ..paths import KIT_ROOT
-from ..problems import PROBLEMS, Problem
+from ..problems import PROBLEMS, Problem, suite_file
 from ..rules import reader
 from ..toml_catalogs import CatalogError
 from . import hostile
@@ -82,7 +82,7 @@ def measured(records: Path) -> set[str]:
 
 def _files(key: str, problem: Problem) -> dict[str, str]:
     """The files every problem has, by what they are, relative to the kit."""
-    suite = f"test_{key.lower()}_{problem.module}.py"
+    suite = suite_file(key, problem)
     return {"reference": f"solutions/{problem.module}.py", "stub": f"assignment/{problem.module}.py",
             "public tests": f"tests/{suite}", "hidden suite": f"grader/judge/hidden/{suite}",
             "mistakes": f"grader/mistakes/{key.lower()}_{problem.module}.toml"}
