@@ -31,8 +31,8 @@ from _kit import NotImplementedYet, shown_path
 # seed to note, no example database written). One failure a test, the simplest: not a group of
 # every distinct error hypothesis met on the way. No "explain" phase: on a failing property it reruns
 # the test many times to point at lines, which costs minutes on an unfinished module and adds
-# nothing to the shrunk example shown.
-settings.register_profile("public", deadline=None, derandomize=True, database=None, report_multiple_bugs=False,
+# nothing to the shrunk example shown. Built on hypothesis's own "default", whatever the environment.
+settings.register_profile("public", settings.get_profile("default"), deadline=None, derandomize=True, database=None, report_multiple_bugs=False,
                           phases=[phase for phase in Phase if phase is not Phase.explain])
 settings.load_profile("public")
 

@@ -6,13 +6,16 @@
 same order, so whether a test fails is decided exactly as under "ci"; only the failing example
 reported is not minimal.
 No example database: a grade never depends on what an earlier run found.
+Each profile derives from hypothesis's built-in "default", not from the profile loaded at import:
+where the environment says CI, hypothesis loads its own derandomized "ci" first, and "grading"
+would inherit it and ignore the seed.
 One failure per test and no "explain" phase: a report shows one shrunk example and never
 points at lines of the hidden suite.
 """
 
 from hypothesis import HealthCheck, Phase, settings
 
-_COMMON = dict(deadline=None, print_blob=False, database=None, report_multiple_bugs=False,
+_COMMON = dict(parent=settings.get_profile("default"), deadline=None, print_blob=False, database=None, report_multiple_bugs=False,
                phases=[phase for phase in Phase if phase is not Phase.explain],
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("ci", max_examples=25, derandomize=True, **_COMMON)
