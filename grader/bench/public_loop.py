@@ -2,7 +2,8 @@
 
 Times ``pytest tests --collect-only`` (collect-only), ``pytest tests -m pN`` for each problem (pN)
 and the whole ``pytest tests`` (whole-suite), each in a fresh process from a kit's root, against the stubs (what a student
-starts with) or ``--impl solutions`` (what a finished student runs). Wall time is what a student
+starts with) or ``--impl solutions`` (what a finished student runs), and the floor under them all: pytest running
+one test that imports torch, nothing of the kit (floor). Wall time is what a student
 waits; CPU time (user + system, of the pytest process) is what a shared machine's load does not
 inflate. ``--against PATH`` times another checkout of the kit the same way, run by run in turn,
 and prints the ratio of CPU times (this kit over that one). Runs keep ``PYTHONDONTWRITEBYTECODE``
@@ -17,11 +18,13 @@ first round:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,19 +35,23 @@ from grader.problems import PROBLEMS
 KEPT_OUT = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
 
 
+FLOOR = "floor"
+FLOOR_TEST = "import torch\n\n\ndef test_floor():\n    assert torch.ones(2).sum() == 2\n"
+
+
 def runs() -> dict[str, list[str]]:
-    """Each timed run's label and its pytest arguments."""
+    """Each timed run's label and its pytest arguments (the floor's: its own test file's)."""
     problems = {p.lower(): ["-m", p.lower()] for p in PROBLEMS}
-    return {"collect-only": ["--collect-only"], **problems, "whole-suite": []}
+    return {FLOOR: [], "collect-only": ["--collect-only"], **problems, "whole-suite": []}
 
 
-def measure(kit: Path, arguments: list[str], impl: str) -> tuple[float, float]:
-    """(wall, CPU) seconds of one ``python -m pytest tests -q ARGUMENTS --impl IMPL`` run in ``kit``."""
+def measure(folder: Path, arguments: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ``python -m pytest -q ARGUMENTS`` run in ``folder``."""
     env = {k: v for k, v in os.environ.items() if k not in KEPT_OUT}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "--impl", impl, *arguments],
-                   cwd=kit, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run([sys.executable, "-m", "pytest", "-q", *arguments],
+                   cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -58,6 +65,11 @@ def kit_root(text: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with contextlib.ExitStack() as stack:
+        return _main(stack, argv)
+
+
+def _main(stack: contextlib.ExitStack, argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impl", default="assignment", help="the implementation tested (default: the stubs)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each, the median shown (default: 3)")
@@ -70,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--only: {sorted(unknown)} not among {list(runs())}")
     kits = [KIT_ROOT, *([args.against] if args.against else [])]
+    floor = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kit-floor-")))
+    (floor / "test_floor.py").write_text(FLOOR_TEST)
     run = records.start("public_loop", argv)
     rows: dict[str, dict[str, float]] = {}
     print(f"--impl {args.impl}, median of {args.rounds}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start")
@@ -83,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[Path, list[tuple[float, float]]] = {kit: [] for kit in kits}
         for _ in range(args.rounds):
             for kit in kits:
-                times[kit].append(measure(kit, arguments, args.impl))
+                if label == FLOOR:
+                    times[kit].append(measure(floor, ["test_floor.py"]))
+                else:
+                    times[kit].append(measure(kit, ["tests", "--impl", args.impl, *arguments]))
         medians = [(statistics.median(w for w, _ in times[kit]), statistics.median(c for _, c in times[kit]))
                    for kit in kits]
         line = f"{label:<16}" + "".join(f"{w:>{8 if i == 0 else 10}.2f}{c:>8.2f}" for i, (w, c) in enumerate(medians))
@@ -95,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
              "CPU ratio": round(medians[0][1] / medians[1][1], 3)} if args.against else {})}
     print(f"load {os.getloadavg()[0]:.1f} at the end")
     run.write(f"the student's loop: public test runs against {args.impl}, median of {args.rounds}",
-              {label: row["CPU s"] for label, row in rows.items() if label in ("collect-only", "whole-suite")},
+              {label: row["CPU s"] for label, row in rows.items() if label in (FLOOR, "collect-only", "whole-suite")},
               rows=rows)
     return 0
 
