@@ -66,11 +66,13 @@ def test_seen():
 
 
 def _drawn_with(folder, options: GradingOptions) -> list[str]:
-    """The profile, seed and sum of the examples drawn in a judge session given ``options``' record alone."""
+    """The profile, seed and sum of the examples drawn in a judge session given ``options``' record alone, on a
+    CI runner (``CI`` set: hypothesis then loads its own derandomized profile as it is imported)."""
     run = subprocess.run(
         [sys.executable, "-m", "pytest", str(folder / "test_drawing.py"), "-p", "grader.judge.plugin", "-q", "-s",
          "--grading-options", options.to_json(), "-c", str(HIDDEN / "pytest.ini"), "--rootdir", str(folder),
-         "-p", "no:cacheprovider"], cwd=KIT, capture_output=True, text=True, timeout=300)
+         "-p", "no:cacheprovider"], cwd=KIT, env={**os.environ, "CI": "true"}, capture_output=True, text=True,
+        timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     return re.search(r"SEEN (.*)", run.stdout).group(1).split()
 
