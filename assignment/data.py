@@ -27,7 +27,8 @@ def save_tokens(tokens: Sequence[int] | np.ndarray | torch.Tensor, path: str | o
     """Write ``tokens`` to ``path`` as raw little-endian ``dtype`` integers (``ndarray.tofile``).
 
     ``tokens`` is a 1-D list (or other sequence) of ints, an integer ndarray or an integer
-    tensor; ``dtype`` a numpy integer dtype. The write is atomic: the data goes to a temporary
+    tensor (another shape is not graded: refusing it and writing what ``tofile`` writes are both
+    accepted); ``dtype`` a numpy integer dtype. The write is atomic: the data goes to a temporary
     file in the same directory, which is then renamed over ``path``; if anything fails, no file
     is left behind and a file already at ``path`` stays as it was.
 
