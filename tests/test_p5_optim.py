@@ -288,7 +288,8 @@ def test_sgd_matches_torch_for_any_hyperparameters(optim, lr, momentum, weight_d
 @pytest.mark.rule("P5.sgd-raises")
 @pytest.mark.parametrize("name", ["lr", "momentum", "weight_decay"])
 def test_sgd_refuses_negative_hyperparameters(optim, name):
-    call(optim.SGD, [torch.nn.Parameter(torch.ones(2))], **{name: 0.0})  # zero is accepted
+    for accepted in (0.0, 1.0, 2.5):  # zero, and any value of one or more (momentum 1.0 too): only the sign is checked
+        call(optim.SGD, [torch.nn.Parameter(torch.ones(2))], **{name: accepted})
     check_raises(ValueError, optim.SGD, [torch.nn.Parameter(torch.ones(2))], **{name: -0.5})
     call(optim.SGD, [{"params": [torch.nn.Parameter(torch.ones(2))], name: -0.5}])  # a group's own: used as it is
 
@@ -364,7 +365,8 @@ def test_adagrad_matches_torch_for_any_hyperparameters(optim, lr, eps, initial, 
 @pytest.mark.rule("P5.adagrad-raises")
 @pytest.mark.parametrize("name", ["lr", "eps", "initial_accumulator_value", "weight_decay"])
 def test_adagrad_refuses_negative_hyperparameters(optim, name):
-    call(optim.AdaGrad, [torch.nn.Parameter(torch.ones(2))], **{name: 0.0})  # zero is accepted
+    for accepted in (0.0, 1.0, 2.5):  # zero, and any value of one or more: only the sign is checked
+        call(optim.AdaGrad, [torch.nn.Parameter(torch.ones(2))], **{name: accepted})
     check_raises(ValueError, optim.AdaGrad, [torch.nn.Parameter(torch.ones(2))], **{name: -0.5})
     call(optim.AdaGrad, [{"params": [torch.nn.Parameter(torch.ones(2))], name: -0.5}])  # a group's own: used as it is
 

@@ -413,12 +413,12 @@ HYPERPARAMETERS = {"SGD": ["lr", "momentum", "weight_decay"],
 @given(case=st.sampled_from([(k, n) for k, names in HYPERPARAMETERS.items() for n in names]),
        value=st.floats(-10.0, -1e-12) | st.sampled_from([-1.0, -1e-10]))
 def test_negative_hyperparameters_raise(sub, case, value):
-    """A negative lr, momentum, weight_decay, eps or initial_accumulator_value raises ValueError; zero is accepted, and a
-    param group's own value is used as it is."""
+    """A negative lr, momentum, weight_decay, eps or initial_accumulator_value raises ValueError; zero is accepted, so is
+    one or more (only the sign is checked), and a param group's own value is used as it is."""
     kind, name = case
     sub.raises(ValueError, f"optim.{kind}", [torch.zeros(2)], **{name: value})
-    zeros = {n: 0.0 for n in HYPERPARAMETERS[kind]}
-    sub.call(f"optim.{kind}", [torch.zeros(2)], **zeros)
+    for accepted in (0.0, 1.0):
+        sub.call(f"optim.{kind}", [torch.zeros(2)], **{n: accepted for n in HYPERPARAMETERS[kind]})
     sub.call(f"optim.{kind}", [{"params": [torch.zeros(2)], name: value}])  # a group's own value: used as it is
 
 
