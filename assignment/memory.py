@@ -81,8 +81,9 @@ def underflows_to_zero(value: float, dtype: torch.dtype) -> bool:
     float8_e5m2fnuz.
 
     Raises:
-        ValueError: another dtype (``float8_e8m0fnu`` has no zero), a value that is not an int or
-            a float (a bool is refused), or a zero, infinite or NaN value. [P1.underflow-refuses]
+        ValueError: another dtype (``float8_e8m0fnu`` has no zero), or a zero, infinite or NaN
+            value. [P1.underflow-refuses] A value that is not an int or a float is a wrong type, not
+            graded: the reference refuses it (a bool too); answering a bool as its number is accepted.
     """
     raise NotImplementedError("memory.underflows_to_zero is not implemented yet: see handout.md, section 'memory.underflows_to_zero'")
 
