@@ -69,8 +69,10 @@ def save_tokens(tokens: Sequence[int] | np.ndarray | torch.Tensor, path: str | o
     ``tokens`` is a 1-D list (or other sequence) of ints, an integer ndarray or an integer
     tensor (another shape is not graded: refusing it and writing what ``tofile`` writes are both
     accepted); ``dtype`` a numpy integer dtype. The write is atomic: the data goes to a temporary
-    file in the same directory, which is then renamed over ``path``; if anything fails, no file
-    is left behind and a file already at ``path`` stays as it was.
+    file in the same directory as ``path`` (not the system's temporary folder), which is then
+    renamed over ``path``; if anything fails or interrupts it (an exception, ``KeyboardInterrupt``
+    too), that exception propagates, no file is left behind and a file already at ``path`` stays
+    as it was.
 
     Raises:
         ValueError: before anything is written: no tokens at all, a token that is not an integer (a
@@ -95,6 +97,9 @@ def save_tokens(tokens: Sequence[int] | np.ndarray | torch.Tensor, path: str | o
 
 def load_tokens(path: str | os.PathLike, dtype: npt.DTypeLike = np.uint16) -> np.memmap:
     """The token file at ``path`` as a read-only ``np.memmap`` of little-endian ``dtype``.
+
+    The file is little-endian whatever byte order ``dtype`` spells (``">u2"`` names the integer
+    type only): the memmap holds the file's values.
 
     Nothing is read here: pages are read when (and only where) the array is indexed.
 

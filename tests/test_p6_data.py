@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,83 @@ def test_save_tokens_is_atomic(data, tmp_path):
                str({name: f"{len(content)} bytes" for name, content in left.items()}),
                "only the previous tokens.bin, unchanged (15 bytes)", SAVE,
                "write to a temporary file in the same folder, os.replace it over path, remove it on error")
+
+
+BESIDE_PATH = "create the temporary file beside path (tempfile.mkstemp(dir=path's folder)), then os.replace it over path"
+
+
+@pytest.mark.rule("P6.save-atomic")
+def test_save_tokens_keeps_its_temporary_file_beside_path(data, tmp_path, monkeypatch):
+    """The system's temporary folder is missing during the call: a temporary file made beside path does not need it."""
+    folder, elsewhere = tmp_path / "data", tmp_path / "missing-system-temp"
+    folder.mkdir()
+    path = folder / "tokens.bin"
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))  # where mkstemp() without dir= would write
+    monkeypatch.setenv("TMPDIR", str(elsewhere))
+    what = f"{SAVE}([1, 2, 3], {path.name}) while the system's temporary folder does not exist"
+    try:
+        data.save_tokens([1, 2, 3], path)
+    except NotImplementedError as exc:
+        not_implemented(data.save_tokens, ([1, 2, 3], path), {}, exc)
+    except Exception as exc:  # noqa: BLE001 - a temporary file made in the system's folder fails here
+        complain(what, f"raised {type(exc).__name__}: {exc}", "tokens.bin written, no error", SAVE,
+                 "the rename is atomic only within one file system, and the system's temporary folder may be on "
+                 "another one (or, as here, be missing)", BESIDE_PATH + " (handout rule [P6.save-atomic])",
+                 student_frames(data.save_tokens, exc))
+    check_true(left_in(folder) == {"tokens.bin": bytes.fromhex("010002000300")}, what,
+               f"the folder holds {sorted(left_in(folder))}", "only tokens.bin, holding 01 00 02 00 03 00", SAVE,
+               hint=BESIDE_PATH + " (handout rule [P6.save-atomic])")
+
+
+@pytest.mark.rule("P6.save-atomic")
+def test_save_tokens_interrupted_leaves_no_file(data, tmp_path, monkeypatch):
+    """A KeyboardInterrupt as the temporary file is renamed over path propagates; the folder is as it was."""
+    path = tmp_path / "tokens.bin"
+    path.write_bytes(b"previous tokens")
+    renames = []
+
+    def interrupt(*args: Any, **kwargs: Any) -> None:
+        renames.append(args)
+        raise KeyboardInterrupt("Ctrl-C as the temporary file is renamed")
+
+    monkeypatch.setattr(os, "replace", interrupt)
+    monkeypatch.setattr(os, "rename", interrupt)
+    what = f"{SAVE}([1, 2, 3], {path.name}) over an existing file, interrupted (KeyboardInterrupt) in os.replace"
+    raised = None
+    try:
+        data.save_tokens([1, 2, 3], path)
+    except NotImplementedError as exc:
+        not_implemented(data.save_tokens, ([1, 2, 3], path), {}, exc)
+    except BaseException as exc:  # noqa: BLE001 - the interrupt, or whatever replaced it
+        raised = exc
+    finally:
+        monkeypatch.undo()
+    if not renames:
+        return  # the file was moved some other way: nothing here interrupted it
+    hint = ("remove the temporary file on any exception, KeyboardInterrupt too (except BaseException, or "
+            "try/finally), and re-raise it (handout rule [P6.save-atomic])")
+    check_true(isinstance(raised, KeyboardInterrupt), what,
+               "returned normally" if raised is None else f"raised {type(raised).__name__}: {raised}",
+               "the KeyboardInterrupt, propagated", SAVE, hint=hint)
+    left = left_in(tmp_path)
+    check_true(left == {"tokens.bin": b"previous tokens"}, what,
+               str({name: f"{len(content)} bytes" for name, content in left.items()}),
+               "only the previous tokens.bin, unchanged (15 bytes)", SAVE, hint=hint)
+
+
+@pytest.mark.rule("P6.load-memmap")
+@pytest.mark.parametrize("dtype", [">u2", np.dtype(">u2"), "<u2", ">i4", np.dtype(">i8"), "=i4", np.dtype("u4")],
+                         ids=str)
+def test_load_tokens_reads_little_endian_whatever_the_dtype_says(data, tmp_path, dtype):
+    values = [1, 2, 258, 7]
+    path = tmp_path / "tokens.bin"
+    np.asarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tofile(path)
+    loaded = call(data.load_tokens, path, dtype=dtype)
+    got = np.asarray(loaded).tolist()
+    check_true(got == values, f"{LOAD}(a file written by np.asarray({values}, little-endian).tofile, dtype={dtype!r})",
+               got, f"the file's values {values}", LOAD,
+               "a big-endian dtype names the integer type only; the file is little-endian all the same",
+               "map np.dtype(dtype).newbyteorder('<') (handout rule [P6.load-memmap])")
 
 
 @pytest.mark.rule("P6.load-refuses")

@@ -4,7 +4,8 @@ Everything here runs in the judge. Files go through the exchange folder (``sub.e
 the judge writes the inputs and reads what the submission left, through descriptors that never
 follow a link the worker may have planted there. The worker runs only the submission's functions
 and the library calls named here (``numpy.memmap``, ``numpy.array``, ``numpy.random.default_rng``,
-``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.zeros``).
+``numpy.random.seed``, ``torch.manual_seed``, ``pathlib.Path``, ``torch.zeros``; ``tempfile.tempdir`` set and
+``os.replace`` and ``os.rename`` replaced by a ``unittest.mock.Mock`` for one call, then restored).
 What a call costs the worker's whole process tree is read by the judge from outside it (its
 cgroup, else its processes in /proc: ``Submission.measure``) before and after it runs, and what
 a token file lost to the page cache from the file itself (``Submission.page_cache_bytes``: the judge's
@@ -67,24 +68,78 @@ def file_size_limit(sub: Submission, limit: int | None) -> Iterator[None]:
             library(sub, "resource.setrlimit", resource.RLIMIT_FSIZE, (soft, hard))
 
 
+@contextlib.contextmanager
+def system_temp_folder(sub: Submission, path: str | None) -> Iterator[None]:
+    """While the block runs, the worker's ``tempfile`` takes ``path`` for the system's temporary
+    folder (``tempfile.tempdir``: where ``mkstemp()`` without ``dir=`` creates its file)."""
+    if path is None:
+        yield
+        return
+    with holding(sub.lib("importlib.import_module", "tempfile")) as module:
+        previous = module.get("tempdir")
+        module.set("tempdir", path)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(StudentError):
+                module.set("tempdir", previous)
+
+
+@contextlib.contextmanager
+def interrupted_renames(sub: Submission) -> Iterator[Callable[[], int]]:
+    """While the block runs, the worker's ``os.replace`` and ``os.rename`` raise KeyboardInterrupt
+    (a ``unittest.mock.Mock`` built there, as Ctrl-C would at that moment); yields a function that
+    reads how many calls they got."""
+    with holding(sub.lib("importlib.import_module", "os")) as module, \
+            holding(sub.lib("builtins.KeyboardInterrupt", "interrupted as the file is renamed")) as interrupt, \
+            holding(sub.lib("unittest.mock.Mock", side_effect=interrupt)) as renames:
+        originals = {name: module.get(name, keep=True) for name in ("replace", "rename")}
+        try:
+            for name in originals:
+                module.set(name, renames)
+            yield lambda: renames.get("call_count")
+        finally:
+            with contextlib.suppress(StudentError):
+                for name, original in originals.items():
+                    module.set(name, original)
+                    original.release()
+
+
 def _dtype_kwargs(dtype: Any) -> dict:
-    """``dtype=`` as an ``np.dtype`` (a scalar type such as ``np.uint8`` crosses the wire as one anyway)."""
-    return {} if dtype is None else {"dtype": np.dtype(dtype)}
+    """``dtype=`` as an ``np.dtype`` (a scalar type such as ``np.uint8`` crosses the wire as one anyway), or as
+    the str that spells it."""
+    return {} if dtype is None else {"dtype": dtype if isinstance(dtype, str) else np.dtype(dtype)}
 
 
 # -- save_tokens / load_tokens -------------------------------------------------------------------
 
+MISSING_TEMP = "missing-system-temp"  # the system's temporary folder, with ``save(missing_temp=True)``: never created
+
+
 def save(sub: Submission, tokens: Any, dtype: Any = None, *, existing: bytes | None = None, as_str: bool = True,
-         file_limit: int | None = None) -> tuple[Raised | None, dict[str, bytes | None]]:
+         file_limit: int | None = None, missing_temp: bool = False) -> tuple[Raised | None, dict[str, bytes | None]]:
     """``save_tokens(tokens, path[, dtype=dtype])`` into a fresh folder (holding ``existing`` at
     ``path`` first, when given; ``path`` a str or a ``pathlib.Path`` built in the worker): what it
-    raised, and every file the folder holds afterwards, read by the judge."""
+    raised, and every file the folder holds afterwards, read by the judge. With ``missing_temp``
+    the worker's system temporary folder is ``MISSING_TEMP`` in that folder, which does not exist."""
     with Folder(sub) as folder:
         path = folder.write("tokens.bin", existing) if existing is not None else folder.path("tokens.bin")
         target = path if as_str else sub.lib("pathlib.Path", path)
-        with file_size_limit(sub, file_limit):
+        with file_size_limit(sub, file_limit), system_temp_folder(sub, folder.path(MISSING_TEMP) if missing_temp else None):
             result = sub.attempt("data.save_tokens", tokens, target, **_dtype_kwargs(dtype))
         return (result if isinstance(result, Raised) else None), folder.files()
+
+
+def save_interrupted(sub: Submission, tokens: Any, existing: bytes) -> tuple[Raised | None, dict[str, bytes | None], int]:
+    """``save_tokens(tokens, path)`` over a file holding ``existing``, with ``os.replace`` and ``os.rename``
+    raising KeyboardInterrupt in the worker (``interrupted_renames``): what it raised, every file the
+    folder holds afterwards, and how many times the interrupted renames were called."""
+    with Folder(sub) as folder:
+        path = folder.write("tokens.bin", existing)
+        with interrupted_renames(sub) as renames:
+            result = sub.attempt("data.save_tokens", tokens, path)
+            calls = renames()
+        return (result if isinstance(result, Raised) else None), folder.files(), calls
 
 
 @dataclass(frozen=True)
