@@ -219,6 +219,24 @@ def test_skipped_says_whether_the_scaler_stepped(amp):
     check_true(got["skipped"] is False, f"{STEP}(...) without a scaler", got, "skipped False", STEP)
 
 
+@pytest.mark.rule("P8.skipped", "P8.scaler-step-update")
+@pytest.mark.parametrize("max_grad_norm", [None, 1.0])
+@pytest.mark.parametrize("poison", ["inf", "nan"])
+def test_skipped_is_false_without_a_scaler(amp, poison, max_grad_norm):
+    """Without a scaler nothing skips the step: optimizer.step() runs even on an inf/NaN gradient."""
+    model, batch = make_model(), make_batch()
+    before = copy.deepcopy(model)
+    model[0].weight.register_hook(lambda grad: torch.full_like(grad, float(poison)))
+    got = call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1),
+               max_grad_norm=max_grad_norm)
+    stepped = any(not torch.equal(p, q) for p, q in zip(model.parameters(), before.parameters()))
+    check_true(got["skipped"] is False and stepped, f"{STEP}(..., scaler=None, max_grad_norm={max_grad_norm}) with "
+               f"an {poison} gradient", f"skipped {got['skipped']!r}, parameters {'' if stepped else 'un'}changed",
+               "skipped False and the parameters changed: without a scaler, optimizer.step() runs whatever the "
+               "gradients hold", STEP, hint="skipped is True only when scaler.step skipped the step; without a "
+               "scaler it is always False (do not test the gradients for inf/NaN yourself)")
+
+
 @pytest.mark.rule("P8.autocast")
 @pytest.mark.parametrize("precision, dtype", [("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)])
 def test_autocast_dtype_follows_precision(amp, precision, dtype):

@@ -162,7 +162,7 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
 @given(setup=setups(), poison=st.sampled_from(["inf", "nan"]), k=st.integers(1, 24),
        precision=st.sampled_from(["fp32", "bf16", "fp16"]), max_grad_norm=st.none() | st.just(1.0))
 def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, max_grad_norm):
-    """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped"""
+    """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped; without a scaler nothing is skipped"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
     scaler = {"init_scale": 2.0**k}
@@ -205,6 +205,18 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     assert result["skipped"] is False and scales[0] == want_scale, (
         f"{call}: skipped {result['skipped']!r}, scale {scales[0]!r}, expected skipped False and the scale grown "
         f"to {want_scale!r} (skipped means the optimizer did not step, not that the scale changed)")
+
+    # Without a scaler nothing skips the step: optimizer.step() runs on the inf/NaN gradient too.
+    precision = "fp32" if precision == "fp16" else precision  # fp16 is refused without a scaler
+    call = drive.describe(precision, None, max_grad_norm, f" with an {poison} gradient")
+    trainer, results, _ = drive.run_steps(sub, state, x, y, precision, None, max_grad_norm, poisons=[poison])
+    result = drive.check_result(results[0], call)
+    after = trainer.parameters()
+    stepped = any(not torch.equal(after[name], value) for name, value in state.items())
+    assert result["skipped"] is False and stepped, (
+        f"{call} returned skipped {result['skipped']!r} and left the parameters {'' if stepped else 'un'}changed, "
+        "expected skipped False and the parameters changed: without a scaler optimizer.step() runs whatever the "
+        "gradients hold, and skipped is always False (True only when scaler.step skipped the step)")
 
 
 @pytest.mark.rule("P8.autocast", "P8.loss-in-autocast")
