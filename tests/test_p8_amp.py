@@ -147,31 +147,42 @@ def test_the_step_uses_the_clipped_true_gradients(amp, scaler):
                "with a scaler, scaler.unscale_(optimizer) first, then clip_grad_norm_ over the optimizer's parameters")
 
 
-@pytest.mark.rule("P8.unscale-before-clip")
+# The layers of make_model the SGD holds, one param group per layer.
+HELD = {"last layer only": (2,), "one group per layer": (0, 2)}
+
+
+@pytest.mark.rule("P8.unscale-before-clip", "P8.grad-norm")
 @pytest.mark.parametrize("scaler", SCALERS)
-def test_clipping_covers_the_optimizers_parameters_only(amp, scaler):
-    # The SGD holds the last layer only: the first layer's gradients are computed, but they are not the
-    # optimizer's, so they count neither in grad_norm nor in the clipping.
+@pytest.mark.parametrize("held", HELD)
+def test_clipping_covers_every_param_group_of_the_optimizer_only(amp, held, scaler):
+    """Clipping and grad_norm cover the parameters of every param group, and no other parameter.
+
+    With model[2] alone, model[0]'s gradients are computed but are not the optimizer's: they count neither in
+    grad_norm nor in the clipping. With one group per layer, both layers' gradients count and are clipped."""
+    layers = HELD[held]
     model, oracle, batch = make_model(5), make_model(5), make_batch(6)
     F.mse_loss(oracle(batch[0]), batch[1]).backward()
-    last = list(oracle[2].parameters())
-    want_norm = float(torch.nn.utils.get_total_norm([p.grad for p in last]))
+    params = [p for i in layers for p in oracle[i].parameters()]
+    want_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params]))
     max_grad_norm = 0.5 * want_norm
-    torch.nn.utils.clip_grad_norm_(last, max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
     with torch.no_grad():
-        for p in last:
+        for p in params:
             p -= 0.1 * p.grad
-    got = call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model[2].parameters(), lr=0.1),
-               scaler=scaler_of(SCALERS[scaler]), max_grad_norm=max_grad_norm)
-    what = (f"{STEP}(model, ..., SGD(model[2].parameters(), lr=0.1), {scaler}, max_grad_norm={max_grad_norm:.4g}: "
-            "half the norm of model[2]'s gradients)")
+    optimizer = torch.optim.SGD([{"params": model[i].parameters()} for i in layers], lr=0.1)
+    got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler_of(SCALERS[scaler]),
+               max_grad_norm=max_grad_norm)
+    groups = ", ".join(f"{{'params': model[{i}].parameters()}}" for i in layers)
+    names = " and ".join(f"model[{i}]" for i in layers)
+    what = f"{STEP}(model, ..., SGD([{groups}], lr=0.1), {scaler}, max_grad_norm={max_grad_norm:.4g}: half the norm)"
+    hint = ("clip_grad_norm_ over the parameters of every group of optimizer.param_groups (not model.parameters(), "
+            "not the first group's alone)")
     check_true(isinstance(got["grad_norm"], float) and math.isclose(got["grad_norm"], want_norm, rel_tol=1e-5),
-               what, got, f"grad_norm {want_norm:.6g}: the norm of the optimizer's gradients (model[2]'s), before "
-               "clipping", STEP, "clip_grad_norm_ over the optimizer's parameters (optimizer.param_groups), "
-               "not model.parameters()")
+               what, got, f"grad_norm {want_norm:.6g}: the total norm of the gradients of all the optimizer's "
+               "parameters, before clipping", STEP, hint=hint)
     check_true(max_diff(model, oracle) < 1e-6, what, f"parameters off by {max_diff(model, oracle):.3g}",
-               "model[2] updated with its gradients clipped to max_grad_norm, model[0] unchanged", STEP,
-               "clip_grad_norm_ over the optimizer's parameters (optimizer.param_groups), not model.parameters()")
+               f"the optimizer's parameters ({names}'s) updated with their gradients clipped together to "
+               "max_grad_norm, the others unchanged", STEP, hint=hint)
 
 
 @pytest.mark.rule("P8.scaler-step-update")
@@ -206,6 +217,24 @@ def test_skipped_says_whether_the_scaler_stepped(amp):
                "skipped False: the optimizer stepped, although update() changed the scale", STEP)
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer)
     check_true(got["skipped"] is False, f"{STEP}(...) without a scaler", got, "skipped False", STEP)
+
+
+@pytest.mark.rule("P8.skipped", "P8.scaler-step-update")
+@pytest.mark.parametrize("max_grad_norm", [None, 1.0])
+@pytest.mark.parametrize("poison", ["inf", "nan"])
+def test_skipped_is_false_without_a_scaler(amp, poison, max_grad_norm):
+    """Without a scaler nothing skips the step: optimizer.step() runs even on an inf/NaN gradient."""
+    model, batch = make_model(), make_batch()
+    before = copy.deepcopy(model)
+    model[0].weight.register_hook(lambda grad: torch.full_like(grad, float(poison)))
+    got = call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1),
+               max_grad_norm=max_grad_norm)
+    stepped = any(not torch.equal(p, q) for p, q in zip(model.parameters(), before.parameters()))
+    check_true(got["skipped"] is False and stepped, f"{STEP}(..., scaler=None, max_grad_norm={max_grad_norm}) with "
+               f"an {poison} gradient", f"skipped {got['skipped']!r}, parameters {'' if stepped else 'un'}changed",
+               "skipped False and the parameters changed: without a scaler, optimizer.step() runs whatever the "
+               "gradients hold", STEP, hint="skipped is True only when scaler.step skipped the step; without a "
+               "scaler it is always False (do not test the gradients for inf/NaN yourself)")
 
 
 @pytest.mark.rule("P8.autocast")

@@ -24,8 +24,10 @@ from .answers import shown
 from .sides import Handle, Side
 
 Recipe = list[tuple[str, tuple]]
-# What a Trainer's optimizer holds: the parameters of the whole MLP, or of its last layer only.
-OPTIMIZED = {"all": ("0.weight", "0.bias", "2.weight", "2.bias"), "last": ("2.weight", "2.bias")}
+# What a Trainer's optimizer holds: the parameters of the whole MLP, of its last layer only, or of both Linear
+# layers as two param groups (one per layer).
+OPTIMIZED = {"all": ("0.weight", "0.bias", "2.weight", "2.bias"), "last": ("2.weight", "2.bias"),
+             "groups": ("0.weight", "0.bias", "2.weight", "2.bias")}
 
 
 def mlp(d_in: int, width: int, d_out: int) -> Recipe:
@@ -152,7 +154,8 @@ class Trainer:
     a float32 ``y``. ``step(poison="inf")`` replaces the first weight's gradient by inf (or NaN) during
     that backward pass (a tensor hook ``torch.full_like``, removed after the step). ``optimized="last"``:
     the optimizer holds the last layer's parameters only (OPTIMIZED names them), the first layer is frozen
-    out of the step though its gradients are computed.
+    out of the step though its gradients are computed; ``optimized="groups"``: it holds both Linear layers,
+    each in its own param group.
     """
 
     def __init__(self, sub: Submission, state: dict[str, torch.Tensor], lr: float = 0.1,
@@ -165,8 +168,12 @@ class Trainer:
         load(sub, self.model, state)
         if optimized not in OPTIMIZED:
             raise ValueError(f"optimized must be one of {sorted(OPTIMIZED)}, got {optimized!r}")
-        holder = self.model if optimized == "all" else self.layers[-1]
-        self.optimizer = sub.lib("torch.optim.SGD", holder.call("parameters", keep=True), lr=lr)
+        if optimized == "groups":
+            held = [sub.lib("builtins.dict", params=layer.call("parameters", keep=True))
+                    for layer in (self.layers[0], self.layers[-1])]
+        else:
+            held = (self.model if optimized == "all" else self.layers[-1]).call("parameters", keep=True)
+        self.optimizer = sub.lib("torch.optim.SGD", held, lr=lr)
         self.scaler = sub.lib("torch.amp.GradScaler", "cpu", **scaler) if scaler is not None else None
         self.loss_fn = sub.lib("torch.nn.MSELoss") if loss == "mse" else \
             sub.lib("functools.partial", library_function(sub, "torch.einsum"), "ij,ij->")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from grader import wire
@@ -122,17 +122,22 @@ def test_grad_norm_is_the_unscaled_norm_before_clipping(sub, setup, precision, s
     assert result["skipped"] is False, f"{call} returned skipped True, expected False: every gradient is finite"
 
 
-@pytest.mark.rule("P8.unscale-before-clip")
+@pytest.mark.rule("P8.unscale-before-clip", "P8.grad-norm")
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(setup=setups(), scaler=scalers(), fraction=st.floats(0.05, 0.9), lr=st.floats(0.01, 1.0))
+# Always one case with a real scale: at init_scale 1 (the simplest draw) or without a scaler, clipping
+# before unscale_ gives the right step.
+@example(setup=(0, 8, 8), scaler={"init_scale": 2.0**16}, fraction=0.5, lr=0.1)
 def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction, lr):
-    """With max_grad_norm below the gradient norm, the update uses the clipped, unscaled gradients of the optimizer's parameters"""
+    """With max_grad_norm below the gradient norm, the update uses the clipped, unscaled gradients of the optimizer's parameters (all its param groups)"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
     # "last": the SGD holds the last layer only; the first layer's gradients exist but are not the
-    # optimizer's, so they count neither in the norm nor in the clipping.
-    for optimized, over in [("all", "SGD(model.parameters()"), ("last", "SGD(model[2].parameters()")]:
+    # optimizer's, so they count neither in the norm nor in the clipping. "groups": it holds both
+    # layers, one param group each; both groups count, clipped together.
+    for optimized, over in [("all", "SGD(model.parameters()"), ("last", "SGD(model[2].parameters()"),
+                            ("groups", "SGD([{'params': model[0].parameters()}, {'params': model[2].parameters()}]")]:
         max_grad_norm = fraction * oracle_norm(state, x, y, optimized=optimized)
         trainer, results, scales = drive.run_steps(sub, state, x, y, scaler=scaler, max_grad_norm=max_grad_norm, lr=lr,
                                                    optimized=optimized)
@@ -143,11 +148,12 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
         diff = max_param_diff(trainer.parameters(), want)
         assert diff <= ATOL_PARAMS, (
             f"{call}: parameters off by {diff:.3g} from an SGD step with the optimizer's gradients clipped to norm "
-            f"{max_grad_norm:.4g}: unscale_ the gradients, clip those of the optimizer's parameters, then step")
+            f"{max_grad_norm:.4g}: unscale_ the gradients, clip those of the optimizer's parameters (every param "
+            "group's, together), then step")
         got = result["grad_norm"]
         assert isinstance(got, float) and close(got, want_norm), (
             f"{call} returned grad_norm {got!r}, expected {want_norm!r}: the norm clip_grad_norm_ returns over the "
-            "optimizer's parameters (optimizer.param_groups), not model.parameters()")
+            "parameters of every group of optimizer.param_groups, not model.parameters() nor the first group's alone")
 
 
 @pytest.mark.rule("P8.skipped", "P8.scaler-step-update")
@@ -156,7 +162,7 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
 @given(setup=setups(), poison=st.sampled_from(["inf", "nan"]), k=st.integers(1, 24),
        precision=st.sampled_from(["fp32", "bf16", "fp16"]), max_grad_norm=st.none() | st.just(1.0))
 def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, max_grad_norm):
-    """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped"""
+    """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped; without a scaler nothing is skipped"""
     seed, width, n = setup
     state, (x, y) = model_state(seed, width), batch(seed, n)
     scaler = {"init_scale": 2.0**k}
@@ -199,6 +205,18 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     assert result["skipped"] is False and scales[0] == want_scale, (
         f"{call}: skipped {result['skipped']!r}, scale {scales[0]!r}, expected skipped False and the scale grown "
         f"to {want_scale!r} (skipped means the optimizer did not step, not that the scale changed)")
+
+    # Without a scaler nothing skips the step: optimizer.step() runs on the inf/NaN gradient too.
+    precision = "fp32" if precision == "fp16" else precision  # fp16 is refused without a scaler
+    call = drive.describe(precision, None, max_grad_norm, f" with an {poison} gradient")
+    trainer, results, _ = drive.run_steps(sub, state, x, y, precision, None, max_grad_norm, poisons=[poison])
+    result = drive.check_result(results[0], call)
+    after = trainer.parameters()
+    stepped = any(not torch.equal(after[name], value) for name, value in state.items())
+    assert result["skipped"] is False and stepped, (
+        f"{call} returned skipped {result['skipped']!r} and left the parameters {'' if stepped else 'un'}changed, "
+        "expected skipped False and the parameters changed: without a scaler optimizer.step() runs whatever the "
+        "gradients hold, and skipped is always False (True only when scaler.step skipped the step)")
 
 
 @pytest.mark.rule("P8.autocast", "P8.loss-in-autocast")
