@@ -96,7 +96,8 @@ def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.fl
     float32 AdamW: 4 + 4 + (4 + 4) = 16.
 
     Raises:
-        ValueError: an unknown optimizer name or an unsupported dtype. [P1.training-bytes-refuses]
+        ValueError: an unknown optimizer name (the names are exact, in lower case: "Adam" is unknown)
+            or an unsupported dtype. [P1.training-bytes-refuses]
     """
     raise NotImplementedError("memory.training_bytes_per_param is not implemented yet: see handout.md, section 'memory.training_bytes_per_param'")
 

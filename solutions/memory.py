@@ -191,7 +191,8 @@ def training_bytes_per_param(optimizer: str, param_dtype: torch.dtype = torch.fl
     float32 AdamW: 4 + 4 + (4 + 4) = 16.
 
     Raises:
-        ValueError: an unknown optimizer name or an unsupported dtype. [P1.training-bytes-refuses]
+        ValueError: an unknown optimizer name (the names are exact, in lower case: "Adam" is unknown)
+            or an unsupported dtype. [P1.training-bytes-refuses]
     """
     # BEGIN SOLUTION
     states = _state_tensors(optimizer)
