@@ -113,10 +113,11 @@ def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, it
     to disk and renamed over ``out``; if anything fails the temporary file is removed, the
     exception propagates and the previous checkpoint at ``out`` is untouched.
 
-    ``iteration`` is a count (an int, or a whole-number float). Each extra must load with
-    ``torch.load(weights_only=True)``: a tensor, a Python bool/int/float/complex, str, None, or a
-    list, tuple or dict of such values (exact types: numpy scalars and arrays, sets, subclasses
-    and other objects are refused).
+    ``iteration`` is a count (an int, or a whole-number float; 2**63 or more is not graded).
+    Each extra must load with ``torch.load(weights_only=True)``: a tensor, a Python
+    bool/int/float/complex, str, None, or a list, tuple or dict of such values (exact types: numpy
+    scalars and arrays, sets, subclasses and other objects are refused; a tensor subclass such as
+    ``nn.Parameter`` is not graded).
 
     Raises:
         ValueError: before anything is written, an extra that would not load with ``weights_only=True``
