@@ -109,11 +109,28 @@ def describe_call(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None 
     return f"{called_name(fn)}({', '.join(parts)})"
 
 
+def package_folder(fn: Callable[..., Any]) -> str:
+    """The folder of the student's module that defines ``fn`` ("" when unknown)."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    return os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or "")) if module else ""
+
+
+def unwritten(exc: BaseException, folder: str | os.PathLike) -> bool:
+    """Whether ``exc``, a NotImplementedError, was raised by a ``raise`` of the student's own code in ``folder`` (a
+    stub or a part not written yet), not by a library it called: torch raises NotImplementedError for an operation
+    a dtype or a device lacks (from C, so the innermost frame is the student's call), a failure to explain."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return True
+    innermost = frames[-1]
+    return (os.path.dirname(os.path.abspath(innermost.filename)) == os.path.abspath(folder)
+            and (innermost.line or "raise").lstrip().startswith("raise"))
+
+
 def student_frames(fn: Callable[..., Any], exc: BaseException) -> str:
     """The frames of ``exc``'s traceback that lie in the student's package (file, line, source
     line), innermost last; the kit's and the libraries' frames are left out."""
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or "")) if module else ""
+    folder = package_folder(fn)
     if not folder:
         return ""
     mine = [frame for frame in traceback.extract_tb(exc.__traceback__)
@@ -147,8 +164,13 @@ def complain(call: str, got: Any, expected: str, section: str, why: str = "", hi
     raise pytest.fail.Exception("\n".join(lines), pytrace=False) from None  # no chained copy of a caught error
 
 
-def not_implemented(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: NotImplementedError) -> NoReturn:
-    raise NotImplementedYet(f"{describe_call(fn, args, kwargs)}: {exc}", pytrace=False) from None
+def not_implemented(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: NotImplementedError,
+                    expected: str = "a value, no exception") -> NoReturn:
+    """Report a stub reached as work left to do; a NotImplementedError a library raised as the failure it is."""
+    if unwritten(exc, package_folder(fn) or "."):
+        raise NotImplementedYet(f"{describe_call(fn, args, kwargs)}: {exc}", pytrace=False) from None
+    complain(describe_call(fn, args, kwargs), f"raised {described(exc)} (in a library your code called)", expected,
+             section_of(fn), where=student_frames(fn, exc))
 
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -230,7 +252,7 @@ def check_raises(exc_type: type[BaseException], fn: Callable[..., Any], *args: A
     try:
         got = fn(*args, **kwargs)
     except NotImplementedError as exc:
-        not_implemented(fn, args, kwargs, exc)
+        not_implemented(fn, args, kwargs, exc, f"raises {exc_type.__name__}")
     except exc_type:
         return
     except Exception as exc:  # noqa: BLE001

@@ -25,7 +25,7 @@ from hypothesis import Phase, settings
 import _by_name
 import _deferred_dynamo
 import _kit
-from _kit import NotImplementedYet, shown_path
+from _kit import NotImplementedYet, shown_path, unwritten
 
 # Derandomized: every run draws the same examples, so a failure comes back until it is fixed (no
 # seed to note, no example database written). One failure a test, the simplest: not a group of
@@ -281,8 +281,9 @@ class ProblemTally:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        if call.when in ("setup", "call") and call.excinfo is not None \
-                and call.excinfo.errisinstance((NotImplementedYet, NotImplementedError)):
+        if call.when in ("setup", "call") and call.excinfo is not None and (
+                call.excinfo.errisinstance(NotImplementedYet) or call.excinfo.errisinstance(NotImplementedError)
+                and unwritten(call.excinfo.value, self.package)):
             match = _SECTION.search(str(call.excinfo.value))
             report.not_implemented = match.group(1) if match else str(call.excinfo.value).splitlines()[0]
         return report

@@ -117,3 +117,13 @@ def test_a_checkpoint_that_does_not_load_names_the_rule_the_save_broke(tmp_path)
         rules = [line for line in report.splitlines() if line.startswith("rule:")]
         assert rules and all("[P7.loads-safely]" in line for line in rules), report
     assert "weights_only=False" not in run.stdout and "set to `False`" not in run.stdout
+
+
+def test_a_library_not_implemented_error_is_a_failure_not_work_left(tmp_path):
+    """time_matmul timing a float8 matmul: torch raises NotImplementedError (from C, under the student's call). The
+    public tests report the failure with the rule it breaks; they do not count it as a stub still to write."""
+    run = public_run(submission("p4-time-any-dtype", tmp_path), "test_p4_flops.py", "rejects_bad_arguments")
+    failure = run.stdout.split("called:   ")[1]
+    assert run.returncode == 1 and "NotImplementedError" in failure and "in a library your code called" in failure
+    assert "[P4.time-matmul-refuses]" in failure.split("rule:")[1], failure
+    assert "Not implemented yet" not in run.stdout, run.stdout
