@@ -58,6 +58,21 @@ def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kin
 
 
 @pytest.mark.rule("P6.save-bytes")
+@pytest.mark.parametrize("kind", ["list", "ndarray"])
+def test_save_tokens_keeps_uint64_tokens_past_int64(data, tmp_path, kind):
+    """Tokens of 2**63 and more fit uint64: checked as the integers they are, not through int64 (where they wrap
+    negative and would be refused)."""
+    values = [2**64 - 1, 2**63, 5]
+    tokens = values if kind == "list" else np.array(values, dtype=np.uint64)
+    path = tmp_path / "tokens.bin"
+    call(data.save_tokens, tokens, path, dtype=np.uint64)
+    want = np.array(values, dtype="<u8").tobytes()
+    check_true(path.read_bytes() == want, f"{SAVE}({kind} {values}, path, dtype=np.uint64)", path.read_bytes()[:24],
+               f"the bytes of ndarray.tofile: {want!r}", SAVE,
+               "check each token against np.iinfo(dtype) as a Python int (or in uint64), never after int64")
+
+
+@pytest.mark.rule("P6.save-bytes")
 @pytest.mark.parametrize("dtype", [">u2", np.dtype(">i4"), ">u8"], ids=str)
 def test_save_tokens_writes_little_endian_whatever_the_dtype_says(data, tmp_path, dtype):
     values = [1, 258, 7, 1000]
@@ -153,13 +168,16 @@ def test_save_tokens_refusal_leaves_the_folder_as_it_was(data, tmp_path, bad, ex
 
 @pytest.mark.rule("P6.save-atomic")
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a file-size limit (resource.RLIMIT_FSIZE)")
-def test_save_tokens_is_atomic(data, tmp_path):
-    """A write that fails part-way (here: a file-size limit of 4 KiB, as a full disk) keeps the previous file."""
+@pytest.mark.parametrize("existing", [b"previous tokens", None], ids=["over an existing file", "to a new path"])
+def test_save_tokens_is_atomic(data, tmp_path, existing):
+    """A write that fails part-way (here: a file-size limit of 4 KiB, as a full disk) keeps the previous file, and
+    leaves no file where there was none."""
     import resource
     import signal
 
     path = tmp_path / "tokens.bin"
-    path.write_bytes(b"previous tokens")
+    if existing is not None:
+        path.write_bytes(existing)
     tokens = np.arange(20_000, dtype=np.int64)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-limit write fails with OSError instead
@@ -176,13 +194,15 @@ def test_save_tokens_is_atomic(data, tmp_path):
         signal.signal(signal.SIGXFSZ, handler)
     if isinstance(raised, NotImplementedError):
         not_implemented(data.save_tokens, (tokens, path), {}, raised)
-    what = f"{SAVE}(20000 tokens, {path.name}) over an existing file, with the disk full after 4096 bytes"
+    where = "over an existing file" if existing is not None else "to a new path"
+    what = f"{SAVE}(20000 tokens, {path.name}) {where}, with the disk full after 4096 bytes"
     check_true(raised is not None, what, "returned normally", "the write error (OSError: File too large)", SAVE)
     left = left_in(tmp_path)
-    check_true(left == {"tokens.bin": b"previous tokens"}, what,
+    check_true(left == ({} if existing is None else {"tokens.bin": existing}), what,
                str({name: f"{len(content)} bytes" for name, content in left.items()}),
-               "only the previous tokens.bin, unchanged (15 bytes)", SAVE,
-               "write to a temporary file in the same folder, os.replace it over path, remove it on error")
+               "nothing in the folder" if existing is None else "only the previous tokens.bin, unchanged (15 bytes)",
+               SAVE, "write to a temporary file in the same folder (whether or not path exists), os.replace it over "
+               "path, remove it on error")
 
 
 BESIDE_PATH = "create the temporary file beside path (tempfile.mkstemp(dir=path's folder)), then os.replace it over path"

@@ -141,6 +141,8 @@ def refused(raised: Raised | None) -> bool:
 @example(case=(np.dtype(">u2"), "list", [1, 258, 65535], [1, 258, 65535]), default_dtype=False, as_str=True)
 @example(case=(np.dtype(">i8"), "ndarray", np.array([-2, 1 << 40], dtype=">i8"), [-2, 1 << 40]), default_dtype=False,
          as_str=False)
+@example(case=(np.dtype(np.uint64), "ndarray", np.array([2**64 - 1, 2**63, 5], dtype=np.uint64), [2**64 - 1, 2**63, 5]),
+         default_dtype=False, as_str=False)
 def test_save_tokens_writes_tofile_bytes(sub, case, default_dtype, as_str):
     """save_tokens writes exactly what ndarray.tofile writes: raw little-endian integers, no header."""
     dtype, kind, tokens, values = case
@@ -208,16 +210,19 @@ def test_save_tokens_is_atomic(sub, limit, count):
         f"exist, {raised_text(raised)} and left {sorted(files)}; expected only tokens.bin, replaced by the {len(want)} "
         "new bytes: create the temporary file beside path (tempfile.mkstemp(dir=path's folder)), never in the "
         "system's temporary folder, as rule [P6.save-atomic] says (a rename across file systems fails)")
-    # The judge lowers the worker's file-size limit for the call (a library call it orders there).
-    raised, files = driver.save(sub, tokens, existing=existing, file_limit=limit)
-    call = (f"data.save_tokens({count} tokens, path) with the disk full after {limit} bytes "
-            "(the write fails with OSError: File too large)")
-    assert raised is not None, f"{call} returned normally, expected the write error to propagate"
-    assert files == {"tokens.bin": existing}, (
-        f"{call} left {sorted(files)} with tokens.bin "
-        f"{'unchanged' if files.get('tokens.bin') == existing else 'changed'}; expected only the previous "
-        "tokens.bin, unchanged: write to a temporary file in the same folder, os.replace it over the path, "
-        "and remove the temporary file on error")
+    # The judge lowers the worker's file-size limit for the call (a library call it orders there), over an existing
+    # file and to a new path: a write straight to a path that does not exist yet is no more atomic.
+    for before in (existing, None):
+        raised, files = driver.save(sub, tokens, existing=before, file_limit=limit)
+        where = "over an existing file" if before else "to a new path"
+        call = (f"data.save_tokens({count} tokens, path) {where} with the disk full after {limit} bytes "
+                "(the write fails with OSError: File too large)")
+        assert raised is not None, f"{call} returned normally, expected the write error to propagate"
+        assert files == ({"tokens.bin": before} if before else {}), (
+            f"{call} left {sorted(files)}; expected "
+            f"{'only the previous tokens.bin, unchanged' if before else 'nothing'}: write to a temporary file in the "
+            "same folder (whether or not the path exists), os.replace it over the path, and remove the temporary "
+            "file on error, as rule [P6.save-atomic] says")
     raised, files, renames = driver.save_interrupted(sub, tokens, existing)
     if renames:  # a file moved some other way is not interrupted here
         call = f"data.save_tokens({count} tokens, path) over an existing file, interrupted (KeyboardInterrupt) in os.replace"
