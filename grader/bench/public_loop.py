@@ -18,7 +18,6 @@ first round:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import resource
 import statistics
@@ -64,12 +63,14 @@ def kit_root(text: str) -> Path:
     return path
 
 
+def measure_floor() -> tuple[float, float]:
+    """(wall, CPU) seconds of pytest running ``FLOOR_TEST`` alone, from a folder of its own."""
+    with tempfile.TemporaryDirectory(prefix="kit-floor-") as folder:
+        (Path(folder) / "test_floor.py").write_text(FLOOR_TEST)
+        return measure(Path(folder), ["test_floor.py"])
+
+
 def main(argv: list[str] | None = None) -> int:
-    with contextlib.ExitStack() as stack:
-        return _main(stack, argv)
-
-
-def _main(stack: contextlib.ExitStack, argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impl", default="assignment", help="the implementation tested (default: the stubs)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each, the median shown (default: 3)")
@@ -82,8 +83,6 @@ def _main(stack: contextlib.ExitStack, argv: list[str] | None) -> int:
     if unknown:
         parser.error(f"--only: {sorted(unknown)} not among {list(runs())}")
     kits = [KIT_ROOT, *([args.against] if args.against else [])]
-    floor = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kit-floor-")))
-    (floor / "test_floor.py").write_text(FLOOR_TEST)
     run = records.start("public_loop", argv)
     rows: dict[str, dict[str, float]] = {}
     print(f"--impl {args.impl}, median of {args.rounds}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start")
@@ -97,10 +96,8 @@ def _main(stack: contextlib.ExitStack, argv: list[str] | None) -> int:
         times: dict[Path, list[tuple[float, float]]] = {kit: [] for kit in kits}
         for _ in range(args.rounds):
             for kit in kits:
-                if label == FLOOR:
-                    times[kit].append(measure(floor, ["test_floor.py"]))
-                else:
-                    times[kit].append(measure(kit, ["tests", "--impl", args.impl, *arguments]))
+                times[kit].append(measure_floor() if label == FLOOR
+                                  else measure(kit, ["tests", "--impl", args.impl, *arguments]))
         medians = [(statistics.median(w for w, _ in times[kit]), statistics.median(c for _, c in times[kit]))
                    for kit in kits]
         line = f"{label:<16}" + "".join(f"{w:>{8 if i == 0 else 10}.2f}{c:>8.2f}" for i, (w, c) in enumerate(medians))
