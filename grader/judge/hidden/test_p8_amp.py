@@ -29,6 +29,11 @@ CKPT = "amp.checkpointed"
 TRAIN = "amp.train"
 
 
+def parameters_moved(after: dict, state: dict) -> bool:
+    """Whether any parameter ``after`` holds differs from where ``state`` started it: the optimizer stepped."""
+    return any(not torch.equal(after[name], value) for name, value in state.items() if name in after)
+
+
 @pytest.mark.rule("P8.loss-float", "P8.scaled-backward")
 # --- train_step -----------------------------------------------------------------------------------
 
@@ -79,7 +84,7 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
         "the parameters (the master weights) stay float32")
     # No poisoned gradient here, so outside fp16 (where a scaled gradient may overflow and the step
     # is rightly skipped) every call steps: parameters left as they were were never trained.
-    assert precision == "fp16" or any(not torch.equal(after[name], value) for name, value in state.items() if name in after), (
+    assert precision == "fp16" or parameters_moved(after, state), (
         f"after {call} the parameters are exactly as they started: the optimizer never stepped")
 
 
@@ -212,7 +217,7 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     trainer, results, _ = drive.run_steps(sub, state, x, y, precision, None, max_grad_norm, poisons=[poison])
     result = drive.check_result(results[0], call)
     after = trainer.parameters()
-    stepped = any(not torch.equal(after[name], value) for name, value in state.items())
+    stepped = parameters_moved(after, state)
     assert result["skipped"] is False and stepped, (
         f"{call} returned skipped {result['skipped']!r} and left the parameters {'' if stepped else 'un'}changed, "
         "expected skipped False and the parameters changed: without a scaler optimizer.step() runs whatever the "
