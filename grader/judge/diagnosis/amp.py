@@ -4,7 +4,8 @@ P8's hidden tests drive training loops through judge callbacks and measure memor
 worker: no recording of them replays. For P8's failed tests the judge instead runs one fixed probe
 (``signature``) on the CPU: a few ``train_step`` calls on a tiny MLP, SGD, loss and ``GradScaler`` built
 by the judge (fp32, bf16 autocast on inputs where 16-bit rounding shows, fp16 with a scaler, a loss
-that is a matmul, clipping with and without a scaler, an inf gradient, a scale that grows), the
+that is a matmul, clipping with and without a scaler and over two param groups, an inf gradient with and
+without a scaler, a scale that grows), the
 arguments the contract refuses, ``train`` with whole, zero and bad step counts, ``checkpointed``
 with an input that needs no gradient, and whether ``checkpointed`` keeps only about one block input per
 block for backward (the hidden test's bound: for the student measured from outside its worker as that
@@ -45,9 +46,9 @@ OBSERVED_BY = {
     "test_fp32_step_matches_a_manual_step": ("fp32 step",),
     "test_gradients_none_and_parameters_float32": ("gradients", "fp32 step", "bf16 step", "fp16 step"),
     "test_grad_norm_is_the_unscaled_norm_before_clipping": ("clipped", "clipped and scaled", "bf16 step"),
-    "test_clipping_is_applied_to_unscaled_gradients": ("clipped", "clipped and scaled"),
-    "test_non_finite_gradient_skips_the_step": ("inf step", "scale grows", "gradients", "clipped and scaled",
-                                                "bf16 step", "fp16 step"),
+    "test_clipping_is_applied_to_unscaled_gradients": ("clipped", "clipped and scaled", "clipped in two groups"),
+    "test_non_finite_gradient_skips_the_step": ("inf step", "inf step without a scaler", "scale grows", "gradients",
+                                                "clipped and scaled", "bf16 step", "fp16 step"),
     "test_autocast_follows_precision_and_batch_device": ("bf16 step", "fp32 on 16-bit inputs", "fp16 step",
                                                          "dot loss"),
     "test_bad_arguments_raise_value_error": ("bad arguments", "fp32 step"),
@@ -84,11 +85,12 @@ class InJudge:
 
 def stepped(side: Submission | InJudge, state: dict, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32",
             scaler: dict | None = None, max_grad_norm: float | None = None, poisons: tuple = (None,),
-            loss: str = "mse") -> tuple[tuple, tuple, dict, tuple]:
-    """``train_step`` once per entry of ``poisons`` on a fresh Trainer: what each returned, the scale after
-    each, the parameters after them, and which gradients are None."""
+            loss: str = "mse", optimized: str = "all") -> tuple[tuple, tuple, dict, tuple]:
+    """``train_step`` once per entry of ``poisons`` on a fresh Trainer (its optimizer over ``optimized``, as
+    ``drive.Trainer`` says): what each returned, the scale after each, the parameters after them, and which
+    gradients are None."""
     trainer, results, scales = drive.run_steps(side, state, x, y, precision, scaler, max_grad_norm, poisons=poisons,
-                                               loss=loss)
+                                               loss=loss, optimized=optimized)
     return tuple(results), tuple(scales), trainer.parameters(), tuple(trainer.grads_none())
 
 
@@ -162,7 +164,9 @@ def _observed(side: Submission | InJudge) -> Signature:
             "scaled step": stepped(side, state, x, y, scaler=SCALER),
             "clipped": stepped(side, state, x, y, max_grad_norm=clip),
             "clipped and scaled": stepped(side, state, x, y, scaler=SCALER, max_grad_norm=clip),
+            "clipped in two groups": stepped(side, state, x, y, max_grad_norm=clip, optimized="groups"),
             "inf step": stepped(side, state, x, y, scaler=SCALER, poisons=("inf", None)),
+            "inf step without a scaler": stepped(side, state, x, y, poisons=("inf", None)),
             "scale grows": stepped(side, state, x, y, scaler={**SCALER, "growth_interval": 1})}
     seen: Signature = {name: run[:3] for name, run in runs.items()}
     seen["gradients"] = tuple(run[3] for run in runs.values())

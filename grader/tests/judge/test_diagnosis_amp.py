@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from grader import mistakes
 from grader.containment.limits import Limits
 from grader.containment.worker import Worker
 from grader.judge import diagnosis, handle
+from grader.judge.inprocess import InProcess
 from grader.tests.judge import _probes as probes
 from grader.tests.judge._probes import FIXTURES
 
@@ -27,6 +29,17 @@ def diagnoser() -> diagnosis.Diagnoser:
 def test_a_mistake_written_as_a_student_would_is_named(fixture, mistake, diagnoser, tmp_path):
     sub = probes.submission(tmp_path, "amp", MISTAKES / fixture)
     assert probes.named(diagnoser, "P8", sub) == [mistake]
+
+
+@pytest.mark.parametrize("identifier, test", [
+    ("p8-clip-first-param-group", "test_clipping_is_applied_to_unscaled_gradients"),
+    ("p8-skipped-on-non-finite-grads-without-scaler", "test_non_finite_gradient_skips_the_step")])
+def test_a_mistake_shown_only_without_a_scaler_or_with_two_groups_is_named(identifier, test, diagnoser, tmp_path):
+    """Clipping the first param group only, and a step without a scaler called skipped on an inf gradient:
+    the probe clips an optimizer of two param groups and poisons a step without a scaler."""
+    found = next(m for m in mistakes.load() if m.id == identifier)
+    package = mistakes.materialize(found, tmp_path / "mutant")
+    assert probes.named(diagnoser, "P8", handle.Submission(InProcess(package), package), test) == [identifier]
 
 
 @pytest.mark.parametrize("alternative", [None, "p8_amp.py", "p8_amp_lenient.py"])
