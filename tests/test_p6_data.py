@@ -242,6 +242,9 @@ def test_save_tokens_interrupted_leaves_no_file(data, tmp_path, monkeypatch):
         renames.append(args)
         raise KeyboardInterrupt("Ctrl-C as the temporary file is renamed")
 
+    renaming = (os.replace, os.rename)
+    for name in [name for name, value in vars(data).items() if any(value is f for f in renaming)]:
+        monkeypatch.setattr(data, name, interrupt)  # bound at import: from os import replace
     monkeypatch.setattr(os, "replace", interrupt)
     monkeypatch.setattr(os, "rename", interrupt)
     what = f"{SAVE}([1, 2, 3], {path.name}) over an existing file, interrupted (KeyboardInterrupt) in os.replace"

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ..handle import Remote, StudentError, Submission
+from ...paths import PACKAGE
 from ...wire import Raised
 from .folder import Folder
 
@@ -85,22 +86,42 @@ def system_temp_folder(sub: Submission, path: str | None) -> Iterator[None]:
                 module.set("tempdir", previous)
 
 
+RENAMES = ("replace", "rename")  # the os functions that move a file over another
+
+
+def names_bound_to(sub: Submission, module: Remote, value: Remote) -> list[str]:
+    """The names of ``module``'s globals that are ``value`` itself (``from os import replace`` binds one to
+    ``os.replace``), told apart in the worker by identity: only names and bools cross back."""
+    with holding(sub.lib("builtins.vars", module)) as namespace, \
+            holding(sub.lib("importlib.import_module", "operator")) as operator_module, \
+            holding(operator_module.get("is_", keep=True)) as is_, \
+            holding(sub.lib("functools.partial", is_, value)) as is_value, \
+            holding(namespace.call("values", keep=True)) as values, \
+            holding(sub.lib("builtins.map", is_value, values)) as hits, \
+            holding(sub.lib("builtins.list", hits)) as same, \
+            holding(sub.lib("builtins.list", namespace)) as names:
+        return [name for name, hit in zip(names.read(), same.read()) if hit]
+
+
 @contextlib.contextmanager
 def interrupted_renames(sub: Submission) -> Iterator[Callable[[], int]]:
-    """While the block runs, the worker's ``os.replace`` and ``os.rename`` raise KeyboardInterrupt
-    (a ``unittest.mock.Mock`` built there, as Ctrl-C would at that moment); yields a function that
-    reads how many calls they got."""
-    with holding(sub.lib("importlib.import_module", "os")) as module, \
+    """While the block runs, the worker's ``os.replace`` and ``os.rename``, and every global of ``data`` bound to
+    one of them (``from os import replace``), raise KeyboardInterrupt (a ``unittest.mock.Mock`` built there, as
+    Ctrl-C would at that moment); yields a function that reads how many calls they got."""
+    with holding(sub.lib("importlib.import_module", "os")) as os_module, \
+            holding(sub.lib("importlib.import_module", f"{PACKAGE}.data")) as data_module, \
             holding(sub.lib("builtins.KeyboardInterrupt", "interrupted as the file is renamed")) as interrupt, \
             holding(sub.lib("unittest.mock.Mock", side_effect=interrupt)) as renames:
-        originals = {name: module.get(name, keep=True) for name in ("replace", "rename")}
+        originals = [(os_module, name, os_module.get(name, keep=True)) for name in RENAMES]
+        originals += [(data_module, alias, data_module.get(alias, keep=True))
+                      for _, name, function in list(originals) for alias in names_bound_to(sub, data_module, function)]
         try:
-            for name in originals:
+            for module, name, _ in originals:
                 module.set(name, renames)
             yield lambda: renames.get("call_count")
         finally:
             with contextlib.suppress(StudentError):
-                for name, original in originals.items():
+                for module, name, original in originals:
                     module.set(name, original)
                     original.release()
 
