@@ -214,15 +214,18 @@ def _gradescope_bundle(sub: argparse._SubParsersAction) -> Callable[..., int]:
 
 def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
     defaults = _defaults("selfproof.mutation")
-    parser = sub.add_parser("mutate", help="mutation-test the hidden suites with every engine mutant of the reference")
+    parser = sub.add_parser("mutate", help="mutation-test the hidden suites (or the public tests) with every engine "
+                            "mutant of the reference")
     parser.add_argument("--problems", type=arguments.problems, default=defaults["problems"], help="only these, e.g. P1,P3")
     parser.add_argument("--sample", type=arguments.jobs, default=defaults["sample"], help="at most N mutants per problem")
     parser.add_argument("--seed", type=arguments.seed, default=defaults["seed"], help="which sample")
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="mutants graded at once (local workers)")
     parser.add_argument("--work", type=arguments.output_folder, default=defaults["work"],
                         help="sessions live here (resumable)")
+    parser.add_argument("--suite", choices=importlib.import_module("grader.selfproof.mutation").SUITES, default=defaults["suite"],
+                        help="the tests a mutant must fail: the graded hidden suites, or the public tests students run")
     return lambda a: importlib.import_module("grader.selfproof.mutation").main(
-        problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work)
+        problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work, suite=a.suite)
 
 
 def _grading_options_built(args: argparse.Namespace) -> None:

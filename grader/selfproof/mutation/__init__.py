@@ -14,11 +14,15 @@ applied); its ``http`` distributor spreads a session over workers on several mac
 mutmut 3 (the current release) instead rewrites the whole source tree into trampolines and
 runs its own pytest integration, so neither an arbitrary grading command nor a sandboxed
 worker that imports a plain copy of the package fits it.
+
+``--suite public`` runs each mutant against its problem's public tests instead (what a student runs
+before submitting): a mutant they pass is a mistake a student learns of only from the grade.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,28 +34,29 @@ if TYPE_CHECKING:
     from .report import Outcome
 
 WORK = KIT_ROOT / ".kit-out" / "mutate"
+SUITES = ("hidden", "public")  # what a mutant runs against: the graded suites, or the public tests
 
 
 def mutate(problems: list[str], *, work: Path = WORK, sample: int | None = None, seed: int = 0,
-           jobs: int = 1) -> list[Outcome]:
-    """Run (or resume) a session per problem; every mutant's outcome. The verdicts' judge sessions fork from
-    one warm judge (``grading.judges.warm``)."""
+           jobs: int = 1, suite: str = "hidden") -> list[Outcome]:
+    """Run (or resume) a session per problem against ``suite``; every mutant's outcome. The hidden verdicts'
+    judge sessions fork from one warm judge (``grading.judges.warm``)."""
     from ...grading import judges
     from .report import outcomes  # the engine comes with the dev extra: import it only when used
     from .session import open_session, run
 
     equivalent = equivalent_list.load()
     found: list[Outcome] = []
-    with judges.warm():
+    with judges.warm() if suite == "hidden" else nullcontext():
         for problem in problems:
-            session = open_session(problem, work, sample, seed)
+            session = open_session(problem, work, sample, seed, suite)
             run(session, jobs)
             found += outcomes(session, equivalent)
     return found
 
 
 def main(*, problems: list[str] | None = None, sample: int | None = None, seed: int = 0, jobs: int = 1,
-         work: Path = WORK) -> int:
+         work: Path = WORK, suite: str = "hidden") -> int:
     """Print survivors and scores; 0 when no mutant survived unlisted and none errored, 1 otherwise, 2 on failure."""
     from rich.console import Console
 
@@ -64,10 +69,10 @@ def main(*, problems: list[str] | None = None, sample: int | None = None, seed: 
         return 2
     started = time.monotonic()
     try:
-        found = mutate(problems or list(PROBLEMS), work=work, sample=sample, seed=seed, jobs=jobs)
+        found = mutate(problems or list(PROBLEMS), work=work, sample=sample, seed=seed, jobs=jobs, suite=suite)
     except (MutationError, equivalent_list.EquivalentListError) as exc:
         console.print(f"grader mutate: {exc}", markup=False)
         return 2
     show(found, equivalent_list.load(), console)
-    console.print(f"{len(found)} mutants in {time.monotonic() - started:.0f} s (work folder {work})")
+    console.print(f"{len(found)} mutants against the {suite} tests in {time.monotonic() - started:.0f} s (work folder {work})")
     return 1 if any(o.status in ("survived", "error", "pending") for o in found) else 0

@@ -1,12 +1,12 @@
 """One problem's cosmic-ray session: a private copy of the reference, the engine's database, its run.
 
-Layout under the work folder (``.kit-out/mutate/`` by default), per problem::
+Layout under the work folder (``.kit-out/mutate/`` by default), per suite (``hidden``, ``public``) and problem::
 
-    P3/session-<key>.sqlite   the engine's session database (resumable: finished mutants stay)
-    P3/session-<key>.toml     its configuration (test command, expected score, distributor)
-    P3/worker-<k>/submission/assignment/<module>.py   one copy per worker, mutated in place
+    hidden/P3/session-<key>.sqlite   the engine's session database (resumable: finished mutants stay)
+    hidden/P3/session-<key>.toml     its configuration (test command, expected score, distributor)
+    hidden/P3/worker-<k>/submission/assignment/<module>.py   one copy per worker, mutated in place
 
-``<key>`` hashes everything a verdict depends on (the reference module, the hidden suite, the
+``<key>`` hashes everything a verdict depends on (the reference module, the suite's test files, the
 sample size and seed, the engine's version), so a changed suite or reference starts a new
 session and an unchanged one resumes where it stopped.
 """
@@ -33,9 +33,10 @@ from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
 from ...grading.grade import hidden_suites
 from ...paths import KIT_ROOT, kit_pythonpath
-from ...problems import PROBLEMS
+from ...problems import PROBLEMS, suite_file
 from ...submission import stage
 from .regions import Eligibility, Identity, identities
+from .verdict import SURVIVED, public_verdict
 
 SOLUTIONS = KIT_ROOT / "solutions"
 TIMEOUT_SECONDS = 600.0  # a mutant that hangs is stopped by the grader's own call limit well before this
@@ -51,6 +52,7 @@ class Session:
     problem: str
     folder: Path
     key: str
+    suite: str = "hidden"
 
     @property
     def module(self) -> str:
@@ -72,31 +74,32 @@ class Session:
         return (SOLUTIONS / f"{self.module}.py").read_text()
 
 
-def open_session(problem: str, work: Path, sample: int | None, seed: int) -> Session:
-    """The session for ``problem`` under ``work``, created (graded baseline, mutants listed) if new."""
+def suite_files(problem: str, suite: str) -> list[Path]:
+    """The test files a verdict on ``problem`` runs: its hidden suite, or its public tests and their helpers."""
+    if suite == "hidden":
+        return hidden_suites([problem])
+    tests = KIT_ROOT / "tests"
+    return [tests / suite_file(problem), *sorted(tests.glob("_*.py")), tests / "conftest.py"]
+
+
+def open_session(problem: str, work: Path, sample: int | None, seed: int, suite: str = "hidden") -> Session:
+    """The session for ``problem``'s ``suite`` under ``work``, created (baseline checked, mutants listed) if new."""
     module = PROBLEMS[problem].module
     digest = hashlib.sha256()
-    for part in [(SOLUTIONS / f"{module}.py").read_bytes(), *(p.read_bytes() for p in hidden_suites([problem])),
-                 f"{sample}/{seed}/{version('cosmic-ray')}".encode()]:
+    for part in [(SOLUTIONS / f"{module}.py").read_bytes(), *(p.read_bytes() for p in suite_files(problem, suite)),
+                 f"{suite}/{sample}/{seed}/{version('cosmic-ray')}".encode()]:
         digest.update(hashlib.sha256(part).digest())
-    session = Session(problem, work / problem, digest.hexdigest()[:12])
+    session = Session(problem, work / suite / problem, digest.hexdigest()[:12], suite)
     if not session.database.exists():
         _create(session, sample, seed)
     return session
 
 
 def _create(session: Session, sample: int | None, seed: int) -> None:
-    from ...grading.grade import grade
-
     session.folder.mkdir(parents=True, exist_ok=True)
-    baseline = grade(SOLUTIONS, problems=[session.problem], profile="ci")
-    runnable = baseline.max_score - sum(p.not_run for p in baseline.problems().values())
-    if baseline.score < runnable or baseline.error:
-        raise MutationError(f"{session.problem}: the reference scores {baseline.score:g} of {runnable:g} runnable "
-                            "points; mutation testing needs a passing reference")
     target = f"submission/assignment/{session.module}.py"  # relative: each worker mutates its own copy
     command = [sys.executable, "-m", "grader.selfproof.mutation.verdict", "submission", "--problem", session.problem,
-               "--expect", f"{baseline.score:g}"]
+               "--suite", session.suite, *_baseline(session)]
     config = ConfigDict({"module-path": target, "timeout": TIMEOUT_SECONDS, "excluded-modules": [],
                          "test-command": shlex.join(command), "distributor": {"name": "local"}})
     session.config.write_text(serialize_config(config))
@@ -106,6 +109,24 @@ def _create(session: Session, sample: int | None, seed: int) -> None:
     _engine(["init", str(session.config), str(partial)], cwd=session.worker(0))
     _select(session, partial, sample, seed)
     partial.rename(session.database)  # only a complete, filtered session is ever resumed
+
+
+def _baseline(session: Session) -> list[str]:
+    """The verdict's arguments that the unmutated reference sets (its score on the hidden suite); raises
+    ``MutationError`` where the reference does not pass the suite."""
+    if session.suite == "public":
+        status, line = public_verdict(str(SOLUTIONS), session.problem)
+        if status != SURVIVED:
+            raise MutationError(f"{session.problem}: the reference does not pass its public tests ({line})")
+        return []
+    from ...grading.grade import grade
+
+    baseline = grade(SOLUTIONS, problems=[session.problem], profile="ci")
+    runnable = baseline.max_score - sum(p.not_run for p in baseline.problems().values())
+    if baseline.score < runnable or baseline.error:
+        raise MutationError(f"{session.problem}: the reference scores {baseline.score:g} of {runnable:g} runnable "
+                            "points; mutation testing needs a passing reference")
+    return ["--expect", f"{baseline.score:g}"]
 
 
 def _select(session: Session, database: Path, sample: int | None, seed: int) -> None:

@@ -1,4 +1,5 @@
-"""``grader mutate``: scope of mutation, identities, the equivalent list, the verdict, a seeded sample."""
+"""``grader mutate``: scope of mutation, identities, the equivalent list, the verdicts (hidden and public), a seeded
+sample of each."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from grader.grading.grade import grade  # noqa: E402
 from grader.judge.plugin import STOPPED  # noqa: E402
 from grader.selfproof.mutation import equivalent, mutate  # noqa: E402
 from grader.selfproof.mutation.regions import Eligibility, Identity, identities  # noqa: E402
-from grader.selfproof.mutation.verdict import KILLED, SURVIVED, verdict  # noqa: E402
+from grader.selfproof.mutation.verdict import KILLED, SURVIVED, public_verdict, verdict  # noqa: E402
 
 SOURCE = '''def f(x):
     """Doc 1 + 2."""
@@ -95,3 +96,21 @@ def test_a_seeded_sample_leaves_no_unlisted_survivor(tmp_path: Path, problems: l
     bad = [f"{o.problem} {o.identity} ({o.status}): {o.detail}\n{o.diff}" for o in found
            if o.status not in ("killed", "equivalent")]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.slow
+def test_public_verdict_kills_a_mutant_its_public_tests_catch_and_spares_the_reference():
+    mutant = next(m for m in mistakes.load() if m.problem == "P3")
+    with tempfile.TemporaryDirectory() as tmp:
+        package = mistakes.materialize(mutant, Path(tmp))
+        status, line = public_verdict(str(package.parent), "P3")
+    assert status == KILLED and "tests/test_p3_einsum.py::" in line, line
+    assert public_verdict("solutions", "P3")[0] == SURVIVED
+
+
+@pytest.mark.slow
+def test_a_public_session_keeps_its_own_folder_and_names_the_public_test_that_failed(tmp_path: Path):
+    found = mutate(["P3"], work=tmp_path, sample=2, seed=0, suite="public")
+    assert len(found) == 2 and {o.status for o in found} <= {"killed", "survived", "equivalent"}
+    assert all("tests/test_p3_einsum.py::" in o.detail for o in found if o.status == "killed")
+    assert [p.name for p in tmp_path.iterdir()] == ["public"]
