@@ -141,16 +141,18 @@ def extra_values():
 @pytest.mark.rule("P7.restores-model", "P7.restores-optimizer")
 def test_round_trip_restores_model_optimizer_and_iteration(checkpoint, tmp_path):
     model, optimizer = trained_run(batch_norm=True)
+    optimizer.param_groups[0]["lr"] = 3e-3  # as a schedule would have set it: a hyperparameter to restore
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, model, optimizer, 3, path)
-    fresh_model, fresh_optimizer = make_run(seed=99, batch_norm=True)
+    fresh_model, fresh_optimizer = make_run(seed=99, batch_norm=True)  # built with lr=1e-2
     got = check_equal(loading(checkpoint.load_checkpoint), path, fresh_model, fresh_optimizer, expected=3)
     check_true(same_state(fresh_model.state_dict(), model.state_dict()), f"{LOAD}({path.name}, fresh model, ...)",
                got, "the fresh model's state_dict equal to the saved model's (parameters and BatchNorm's running "
                "statistics, which are buffers)", LOAD)
     check_true(same_state(fresh_optimizer.state_dict(), optimizer.state_dict()),
                f"{LOAD}({path.name}, ..., fresh optimizer)", got,
-               "the fresh optimizer's state_dict (AdamW moments, step counts) equal to the saved one's", LOAD)
+               "the fresh optimizer's state_dict equal to the saved one's: AdamW moments and step counts, and its "
+               "param_groups (the lr the saved run had reached, 3e-3, not the fresh optimizer's 1e-2)", LOAD)
 
 
 @pytest.mark.rule("P7.returns-iteration")

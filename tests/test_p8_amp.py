@@ -217,6 +217,14 @@ def test_skipped_says_whether_the_scaler_stepped(amp):
                "skipped False: the optimizer stepped, although update() changed the scale", STEP)
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer)
     check_true(got["skipped"] is False, f"{STEP}(...) without a scaler", got, "skipped False", STEP)
+    before = copy.deepcopy(model)
+    got = call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.0),
+               scaler=torch.amp.GradScaler("cpu", init_scale=1024.0))
+    check_true(got["skipped"] is False and max_diff(model, before) == 0,
+               f"{STEP}(..., SGD(lr=0.0), GradScaler('cpu', init_scale=1024)) with finite gradients", got,
+               "skipped False: the scaler stepped (an lr of 0 moves nothing, but the step was not skipped)", STEP,
+               hint="skipped says whether scaler.step skipped optimizer.step(), not whether the parameters moved: "
+               "compare the scale before and after update()")
 
 
 @pytest.mark.rule("P8.skipped", "P8.scaler-step-update")
@@ -399,6 +407,18 @@ def test_train_returns_the_per_step_losses(amp):
     check_true(seen == [torch.float16] * 4, f"{TRAIN}(..., steps=2, precision='fp16', scaler=GradScaler('cpu'))",
                f"Linear outputs {seen}", "Linear outputs in torch.float16 on both steps: train passes precision, "
                "scaler and max_grad_norm on to train_step", TRAIN)
+    # A step the scaler skips still has its loss: a batch holding inf makes the loss and gradients non-finite.
+    model, oracle = make_model(), make_model()
+    poisoned = (torch.full_like(batches[0][0], float("inf")), batches[0][1])
+    queue = iter([poisoned, *batches[1:3]])
+    got = call(amp.train, model, lambda: next(queue), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.05), 3,
+               scaler=torch.amp.GradScaler("cpu", init_scale=8.0))
+    want = [manual_step(oracle, batch, lr=0.05)[0] for batch in batches[1:3]]
+    check_true(isinstance(got, list) and len(got) == 3 and all(type(v) is float for v in got)
+               and not math.isfinite(got[0]) and all(abs(g - w) <= 1e-5 * w for g, w in zip(got[1:], want)),
+               f"{TRAIN}(..., steps=3, scaler=GradScaler('cpu', init_scale=8)) with inf in the first batch", got,
+               f"3 losses: the first not finite (the scaler skipped that step), then {want}", TRAIN,
+               hint="one loss per step, a skipped step's too")
     before = [p.detach().clone() for p in model.parameters()]
     call(amp.train, model, lambda: batches[0], F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.05), 1,
          max_grad_norm=1e-4)

@@ -229,12 +229,14 @@ def run_steps(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor, 
 
 
 def train(sub: Submission, state: dict[str, torch.Tensor], batches: list, steps: Any, lr: float,
-          **options: Any) -> dict:
-    """``amp.train`` on an MLP and SGD in the worker (``options``: its precision, max_grad_norm);
-    ``get_batch`` is a judge callback that hands out ``batches`` in order. Returns the losses (or
-    ``wire.Raised``), the number of get_batch calls, the parameters and which gradients are None
-    afterwards."""
-    trainer = Trainer(sub, state, lr=lr)
+          scaler: dict | None = None, **options: Any) -> dict:
+    """``amp.train`` on an MLP and SGD in the worker (with a CPU GradScaler built from ``scaler``'s arguments
+    when given; ``options``: its precision, max_grad_norm); ``get_batch`` is a judge callback that hands out
+    ``batches`` in order. Returns the losses (or ``wire.Raised``), the number of get_batch calls, the
+    parameters and which gradients are None afterwards."""
+    trainer = Trainer(sub, state, lr=lr, scaler=scaler)
+    if trainer.scaler is not None:
+        options["scaler"] = trainer.scaler
     calls = [0]
 
     def get_batch() -> tuple[torch.Tensor, torch.Tensor]:

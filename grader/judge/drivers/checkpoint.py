@@ -125,13 +125,31 @@ def _judge_rngs() -> Iterator[None]:
         random.setstate(states[2])
 
 
+LR_DECAY = 0.5  # a schedule's step before the save: the lr to restore is not the one a fresh optimizer starts with
+
+
+def decay_lr(side: Side, optimizer: Handle) -> None:
+    """Multiply every param group's lr by ``LR_DECAY``, as a learning-rate schedule would."""
+    state = optimizer.call("state_dict")
+    for group in state["param_groups"]:
+        group["lr"] *= LR_DECAY
+    optimizer.call("load_state_dict", state)
+
+
+def learning_rates(optimizer: Handle) -> list[float]:
+    """Each param group's lr, in order."""
+    return [group["lr"] for group in optimizer.call("state_dict")["param_groups"]]
+
+
 def save_point(optimizer: str, warmup: int, steps: int = 0, seed: int = 0) -> SavePoint:
-    """Train ``warmup`` steps in the judge, note everything at that point, then go on ``steps``."""
+    """Train ``warmup`` steps in the judge, decay the lr (``decay_lr``), note everything at that point, then go
+    on ``steps``."""
     with _judge_rngs(), one_thread(JUDGE):
         seed_all(JUDGE, seed)
         model, opt = build_run(JUDGE, optimizer)
         for _ in range(warmup):
             train_step(JUDGE, model, opt)
+        decay_lr(JUDGE, opt)
         saved_model, saved_optimizer, rng = model_state(JUDGE, model), opt.call("state_dict"), rng_states(JUDGE)
         saved_entries = optimizer_state(opt)
         expected_draws = draws(JUDGE)

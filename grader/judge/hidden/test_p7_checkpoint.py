@@ -148,6 +148,10 @@ def test_model_and_optimizer_state_restored(sub, fresh):
         bad = checkpoint_file.differing(point.optimizer_state, drive.optimizer_state(loaded))
         assert not bad, (f"{what}: the optimizer's state entries {bad} (<param index>.<name>) differ from the saved "
                          "optimizer's: save optimizer.state_dict() and load it with optimizer.load_state_dict()")
+        saved_lr, got_lr = [group["lr"] for group in point.optimizer["param_groups"]], drive.learning_rates(loaded)
+        assert got_lr == saved_lr, (
+            f"{what}: the optimizer's lr is {got_lr}, expected the saved {saved_lr} (a schedule had lowered it from "
+            f"the fresh optimizer's): its param_groups are part of optimizer.state_dict(), restored by load_state_dict")
 
 
 @pytest.mark.rule("P7.restores-rngs", "P7.loads-safely")

@@ -11,6 +11,7 @@ driver reports it, the wall time around each call; GPU reference figures come fr
 """
 from __future__ import annotations
 
+import math
 
 import pytest
 import torch
@@ -210,6 +211,15 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     assert result["skipped"] is False and scales[0] == want_scale, (
         f"{call}: skipped {result['skipped']!r}, scale {scales[0]!r}, expected skipped False and the scale grown "
         f"to {want_scale!r} (skipped means the optimizer did not step, not that the scale changed)")
+
+    # A finite step that moves nothing (lr 0) was not skipped either: the scaler stepped.
+    scaler = {"init_scale": 2.0**k}
+    call = drive.describe(precision, scaler, max_grad_norm, " on SGD(lr=0.0)")
+    trainer, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, lr=0.0)
+    result = drive.check_result(results[0], call)
+    assert result["skipped"] is False, (
+        f"{call}: skipped {result['skipped']!r}, expected False: the scaler stepped, though an lr of 0 moved nothing "
+        "(skipped says whether scaler.step skipped optimizer.step(), not whether the parameters changed)")
 
     # Without a scaler nothing skips the step: optimizer.step() runs on the inf/NaN gradient too.
     precision = "fp32" if precision == "fp16" else precision  # fp16 is refused without a scaler
@@ -413,6 +423,18 @@ def test_train_runs_train_step_per_batch(sub):
     diff = max_param_diff(got["params"], params["bf16"])
     assert diff <= RTOL_16 * moved + 5 * ATOL_PARAMS, (
         f"{call}: the parameters are {diff:.3g} away from 3 bf16 steps, which move them by up to {moved:.3g}")
+    # A step the scaler skips (inf in its batch) still has its loss: one loss per step.
+    state = model_state(3, 16)
+    poisoned = (torch.full_like(batches[0][0], float("inf")), batches[0][1])
+    want, params = oracle_run(state, batches[1:3], lr=0.05)
+    got = drive.train(sub, state, [poisoned, *batches[1:3]], 3, lr=0.05, scaler={"init_scale": 8.0})
+    call = (f"{TRAIN}(model, get_batch, mse_loss, SGD(lr=0.05), steps=3, scaler=GradScaler('cpu', init_scale=8.0)) "
+            "with inf in the first batch")
+    losses = got["losses"]
+    assert isinstance(losses, list) and len(losses) == 3 and all(type(v) is float for v in losses) and not (
+        math.isfinite(losses[0])) and all(close(g, w) for g, w in zip(losses[1:], want)), (
+        f"{call} returned {shown(losses)}, expected 3 losses: the first not finite (the scaler skipped that step), "
+        f"then {want} (one loss per step, a skipped step's too)")
     # max_grad_norm reaches every step too: one SGD step then moves no parameter by more than lr * max_grad_norm.
     state = model_state(3, 16)
     got = drive.train(sub, state, batches[:1], 1, lr=0.05, max_grad_norm=1e-4)
