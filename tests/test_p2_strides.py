@@ -107,6 +107,8 @@ def test_is_contiguous_examples(strides):
     check_equal(strides.is_contiguous, (2, 1, 3), (3, 5, 1), expected=True, why="size-1 dims may have any stride")
     check_equal(strides.is_contiguous, (2, 2), (4, 2), expected=False, why="every other element: strides must be (2, 1)")
     check_equal(strides.is_contiguous, (2, 3), (4, 1), expected=False, why="a gap after each row")
+    check_equal(strides.is_contiguous, (2, 3, 1), (1, 2, 1), expected=False,
+                why="a transposed matrix with a size-1 dim after it: skip the size-1 dim, then check the others")
 
 
 @pytest.mark.rule("P2.is-contiguous-empty")
@@ -144,10 +146,14 @@ def test_transpose_matches_torch(strides, layout, data):
     check_equal(strides.transpose, shape, steps, dim0, dim1, expected=(tuple(t.shape), t.stride()))
 
 
+OUT_OF_RANGE_2D = [2, 3, 7, -3, -4, -9]  # a 2-d tensor's dims are -2..1: the first past each end, and further
+
+
 @pytest.mark.rule("P2.transpose-range", "ALL.index-errors")
-def test_transpose_rejects_dims_out_of_range(strides):
-    check_raises(IndexError, strides.transpose, (2, 3), (3, 1), 0, 2)
-    check_raises(IndexError, strides.transpose, (2, 3), (3, 1), -3, 0)
+@pytest.mark.parametrize("dim", OUT_OF_RANGE_2D)
+def test_transpose_rejects_dims_out_of_range(strides, dim):
+    check_raises(IndexError, strides.transpose, (2, 3), (3, 1), 0, dim)
+    check_raises(IndexError, strides.transpose, (2, 3), (3, 1), dim, 0)
 
 
 @pytest.mark.rule("P2.transpose-refuses")
@@ -198,9 +204,9 @@ def test_slice_view_empty_slice(strides):
 
 
 @pytest.mark.rule("P2.slice-dim-range")
-def test_slice_view_rejects_dims_out_of_range(strides):
-    check_raises(IndexError, strides.slice_view, (4, 4), (4, 1), 0, 2, None, None)
-    check_raises(IndexError, strides.slice_view, (4, 4), (4, 1), 0, -3, None, None)
+@pytest.mark.parametrize("dim", OUT_OF_RANGE_2D)
+def test_slice_view_rejects_dims_out_of_range(strides, dim):
+    check_raises(IndexError, strides.slice_view, (4, 4), (4, 1), 0, dim, None, None)
     check_raises(IndexError, strides.slice_view, (), (), 0, 0, None, None, why="a 0-d tensor has no dim to slice")
 
 

@@ -156,6 +156,8 @@ def test_mfu_example(flops):
     check_close(flops.mfu, 4e14, 1.0, H100_BF16_PEAK, expected=4e14 / H100_BF16_PEAK, rtol=1e-12)
     check_close(flops.mfu, 3e12, 1.0, 1e12, expected=3.0, rtol=1e-12,
                 why="not clipped: an MFU above 1 shows a wrong peak or a broken timing")
+    check_close(flops.mfu, 7.0, 2.0, 10.0, expected=0.35, rtol=1e-12,
+                why="(7 / 2) / 10: a time that does not divide the FLOPs, so a floor division shows")
     check_close(flops.mfu, 0.0, 1.0, 1e12, expected=0.0, why="no FLOPs is an MFU of 0 (only negative flops are refused)")
 
 

@@ -267,7 +267,8 @@ def test_sgd_momentum_buffer_is_not_the_gradient(optim):
 
 @pytest.mark.rule("P5.sgd-matches-torch")
 @pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.05, momentum=0.9), dict(lr=0.1, weight_decay=0.1),
-                                    dict(lr=0.05, momentum=0.5, weight_decay=0.01)], ids=str)
+                                    dict(lr=0.05, momentum=0.5, weight_decay=0.01), dict(lr=0.01, weight_decay=1.0),
+                                    dict(lr=0.01, momentum=0.5, weight_decay=2.0)], ids=str)
 def test_sgd_matches_torch(optim, kwargs):
     same_run(optim.SGD, torch.optim.SGD, kwargs)
 
@@ -343,7 +344,8 @@ def test_adagrad_sum_starts_at_the_initial_accumulator_value(optim):
 
 @pytest.mark.rule("P5.adagrad-matches-torch")
 @pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.1, eps=0.1), dict(lr=0.1, initial_accumulator_value=0.5),
-                                    dict(lr=0.05, weight_decay=0.1, eps=1e-3)], ids=str)
+                                    dict(lr=0.05, weight_decay=0.1, eps=1e-3), dict(lr=0.05, weight_decay=1.0),
+                                    dict(lr=0.05, weight_decay=2.0)], ids=str)
 def test_adagrad_matches_torch(optim, kwargs):
     same_run(optim.AdaGrad, torch.optim.Adagrad, kwargs)
 

@@ -285,6 +285,16 @@ def test_load_tokens_reads_little_endian_whatever_the_dtype_says(data, tmp_path,
                "map np.dtype(dtype).newbyteorder('<') (handout rule [P6.load-memmap])")
 
 
+@pytest.mark.rule("P6.load-memmap")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int32, np.int64], ids=str)
+def test_load_tokens_maps_a_file_of_one_token(data, tmp_path, dtype):
+    path = tmp_path / "tokens.bin"
+    np.asarray([7], dtype=dtype).tofile(path)
+    got = np.asarray(call(data.load_tokens, path, dtype=dtype)).tolist()
+    check_true(got == [7], f"{LOAD}(a file holding one {np.dtype(dtype)} token, 7, dtype={np.dtype(dtype)})", got,
+               "[7]: the smallest token file holds one token (of 1 to 8 bytes); only an empty file is refused", LOAD)
+
+
 @pytest.mark.rule("P6.load-refuses")
 @pytest.mark.parametrize("content, dtype", [(b"", np.uint16), (b"\x01\x02\x03", np.uint16), (b"\x00" * 6, np.int32),
                                             (b"\x00" * 8, np.float32)],
