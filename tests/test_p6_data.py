@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -472,14 +473,9 @@ def test_cuda_batches(data):
 
 # --- reality check: what sampling from a big memmap costs ---------------------------------------
 
-MEASURE = r"""
-import importlib, importlib.util, json, os, sys
-import numpy as np, torch
-folder, package, path, ready = sys.argv[1:5]
-spec = importlib.util.spec_from_file_location(package, os.path.join(folder, "__init__.py"),
-                                              submodule_search_locations=[folder])
-pkg = importlib.util.module_from_spec(spec); sys.modules[package] = pkg; spec.loader.exec_module(pkg)
-data = importlib.import_module(package + ".data")
+SAMPLE = r"""
+import json, os
+import numpy as np
 fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
 def kib(key):
     for line in open("/proc/self/status"):
@@ -494,8 +490,16 @@ base = kib("VmRSS")
 open(ready, "w").write(str(base))
 for _ in range(20):
     data.get_batch(tokens, 8, 256, "cpu", rng)
-print(json.dumps({"growth_mib": (kib("VmHWM") - base) / 1024}))
-"""
+open(out, "w").write(json.dumps({"growth_mib": (kib("VmHWM") - base) / 1024}))
+"""  # run with data (the module), path (the token file), ready and out (files it writes) defined
+FRESH = r"""
+import importlib, importlib.util, os, sys
+folder, package, path, ready, out = sys.argv[1:6]
+spec = importlib.util.spec_from_file_location(package, os.path.join(folder, "__init__.py"),
+                                              submodule_search_locations=[folder])
+pkg = importlib.util.module_from_spec(spec); sys.modules[package] = pkg; spec.loader.exec_module(pkg)
+data = importlib.import_module(package + ".data")
+""" + SAMPLE
 
 
 def rss_kib(pid: int) -> int:
@@ -505,27 +509,56 @@ def rss_kib(pid: int) -> int:
         return 0
 
 
+def start_sampler(data, path: Path, ready: Path, out: Path, err: Path) -> int:
+    """Run SAMPLE in a child process; its pid. The child is forked from this one (torch and the student's module
+    already imported: nothing to import again), or, where this process has initialized CUDA (which a forked
+    child cannot use), a fresh interpreter that imports the package itself."""
+    names = {"path": str(path), "ready": str(ready), "out": str(out)}
+    if torch.cuda.is_initialized():
+        argv = [sys.executable, "-c", FRESH, str(Path(data.__file__).parent), data.__name__.rpartition(".")[0],
+                names["path"], names["ready"], names["out"]]
+        return os.posix_spawn(sys.executable, argv, os.environ, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 2, str(err), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+ warns of a fork beside other threads
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            torch.set_num_threads(1)  # the parent's OpenMP threads are not in the child
+            exec(SAMPLE, {"data": data, **names})
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - whatever the student's code raised, reported by the parent
+            err.write_text(f"{type(exc).__name__}: {exc}")
+        finally:
+            os._exit(code)
+    return pid
+
+
 def measure_growth(data, path: Path, stop_mib: int = 768) -> tuple[float | None, str]:
-    """Run MEASURE in a fresh process; stop it once it has grown by ``stop_mib`` (a whole-file reader)."""
-    ready = path.with_name("ready")
-    package = data.__name__.rpartition(".")[0]
-    with open(path.with_name("out"), "w+") as out, open(path.with_name("err"), "w+") as err:
-        proc = subprocess.Popen([sys.executable, "-c", MEASURE, str(Path(data.__file__).parent), package, str(path),
-                                 str(ready)], stdout=out, stderr=err)
-        deadline = time.monotonic() + 120
-        while proc.poll() is None:
+    """Run SAMPLE in a child process (``start_sampler``); stop it once it has grown by ``stop_mib`` (a whole-file
+    reader). The peak growth in MiB, or None and why."""
+    ready, out, err = (path.with_name(name) for name in ("ready", "out", "err"))
+    pid = start_sampler(data, path, ready, out, err)
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
             base = int(ready.read_text() or 0) if ready.exists() else 0
-            if (base and rss_kib(proc.pid) - base > stop_mib * 1024) or time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
+            if (base and rss_kib(pid) - base > stop_mib * 1024) or time.monotonic() > deadline:
                 return None, f"stopped after growing by more than {stop_mib} MiB (or running for 2 minutes)"
             time.sleep(0.01)
-        out.seek(0)
-        err.seek(0)
-        lines, errors = out.read().strip().splitlines(), err.read().strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return None, (errors or [f"exit status {proc.returncode}"])[-1]
-    return json.loads(lines[-1])["growth_mib"], ""
+    finally:
+        if not done:  # stopped, or this process interrupted: the child goes too
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0 or not out.exists():
+        errors = err.read_text().strip().splitlines() if err.exists() else []
+        return None, (errors or [f"exit status {code}"])[-1]
+    return json.loads(out.read_text())["growth_mib"], ""
 
 
 @pytest.mark.rule("P6.batch-reads-windows")
@@ -537,7 +570,7 @@ def test_sampling_a_1gib_file_costs_megabytes(data, tmp_path):
         f.truncate(1 << 30)  # sparse: 1 GiB of zero tokens that take no disk space
     call(data.get_batch, call(data.load_tokens, path)[:10], 1, 2, "cpu")  # implemented at all?
     growth, problem = measure_growth(data, path)
-    what = f"20 x {BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a fresh process"
+    what = f"20 x {BATCH}(np.memmap of 1 GiB, 8, 256, 'cpu', rng) in a child process"
     # A sampler that indexes the memmap maps about 64 KiB per window (~10 MiB here); reading the
     # file whole costs at least its 1024 MiB. 512 MiB separates the two with a wide margin.
     check_true(growth is not None and growth < 512, what,
