@@ -359,6 +359,9 @@ def test_deep_linear_memory_head_has_parameters_but_no_activation(memory):
 def test_deep_linear_memory_refuses_bad_arguments(memory):
     check_raises(ValueError, memory.deep_linear_memory, -1, 4, 2, why="a negative count is refused")
     check_raises(ValueError, memory.deep_linear_memory, 2, 4.5, 2, why="a count that is not a whole number is refused")
+    check_raises(ValueError, memory.deep_linear_memory, 2, 4, -2, why="num_layers is a count too: a negative one is refused")
+    check_raises(ValueError, memory.deep_linear_memory, 2, 4, 1.5,
+                 why="num_layers is a count too: one that is not a whole number is refused")
     check_raises(ValueError, memory.deep_linear_memory, 2, 4, 2, "lion")
     check_raises(ValueError, memory.deep_linear_memory, 2, 4, 2, "adam", torch.qint8)
 

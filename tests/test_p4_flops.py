@@ -140,6 +140,14 @@ def test_deep_linear_flops_without_hidden_layers(flops, batch, dim):
 
 
 @pytest.mark.rule("P4.deep-linear-flops")
+@pytest.mark.parametrize("batch, dim, num_layers", [(0, 8, 2), (4, 0, 2), (0, 0, 0)])
+def test_deep_linear_flops_with_a_count_of_zero(flops, batch, dim, num_layers):
+    check_equal(flops.deep_linear_flops, batch, dim, num_layers, expected={"forward": 0, "backward": 0},
+                why="0 is a count (only negative, non-whole or non-finite ones are refused): no rows or no features, "
+                    "no FLOPs")
+
+
+@pytest.mark.rule("P4.deep-linear-flops")
 @settings(max_examples=20, deadline=None)
 @given(batch=st.integers(1, 8), dim=st.integers(1, 8), num_layers=st.integers(1, 3))
 def test_deep_linear_flops_matches_flop_counter(flops, batch, dim, num_layers):
