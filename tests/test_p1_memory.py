@@ -88,7 +88,13 @@ def test_tensor_memory_bytes_matches_real_tensors(memory, shape, dtype):
 @pytest.mark.rule("P1.tensor-bytes-refuses", "ALL.errors")
 def test_tensor_memory_bytes_rejects_negative_sizes_and_other_dtypes(memory):
     check_raises(ValueError, memory.tensor_memory_bytes, (2, -1), torch.float32)
+    check_raises(ValueError, memory.tensor_memory_bytes, (-2, -3), torch.float32,
+                 why="every size must be non-negative: two negative sizes multiply to a positive 6")
+    check_raises(ValueError, memory.tensor_memory_bytes, (0, -1), torch.float32,
+                 why="every size must be non-negative: a 0 beside it makes the product 0, not the size valid")
     check_raises(ValueError, memory.tensor_memory_bytes, (2, 3), torch.qint8)
+    check_raises(ValueError, memory.tensor_memory_bytes, (0, 3), torch.qint8,
+                 why="an unsupported dtype is refused whatever the shape, one with no elements too")
 
 
 @pytest.mark.rule("P1.float-layout")
@@ -306,6 +312,10 @@ def test_max_trainable_params_lecture_example(memory):
     check_equal(memory.max_trainable_params, 3, 10, 7, expected=4, why="the floor of 30 / 7, as an int")
     check_equal(memory.max_trainable_params, 4.0, 24e9, 12.0, expected=8_000_000_000,
                 why="counts may be whole-number floats")
+    check_equal(memory.max_trainable_params, 0, 80e9, 16, expected=0,
+                why="0 GPUs is a count (only bytes_per_param == 0 is refused): no memory, no parameter")
+    check_equal(memory.max_trainable_params, 8, 0, 16, expected=0,
+                why="0 bytes per GPU is a count (only bytes_per_param == 0 is refused): no memory, no parameter")
 
 
 @pytest.mark.rule("P1.max-params")
@@ -349,6 +359,9 @@ def test_deep_linear_memory_head_has_parameters_but_no_activation(memory):
 def test_deep_linear_memory_refuses_bad_arguments(memory):
     check_raises(ValueError, memory.deep_linear_memory, -1, 4, 2, why="a negative count is refused")
     check_raises(ValueError, memory.deep_linear_memory, 2, 4.5, 2, why="a count that is not a whole number is refused")
+    check_raises(ValueError, memory.deep_linear_memory, 2, 4, -2, why="num_layers is a count too: a negative one is refused")
+    check_raises(ValueError, memory.deep_linear_memory, 2, 4, 1.5,
+                 why="num_layers is a count too: one that is not a whole number is refused")
     check_raises(ValueError, memory.deep_linear_memory, 2, 4, 2, "lion")
     check_raises(ValueError, memory.deep_linear_memory, 2, 4, 2, "adam", torch.qint8)
 

@@ -252,6 +252,7 @@ def test_slice_view_bounds_match_torch(strides, layout, offset, data):
 def test_view_strides_examples(strides):
     check_equal(strides.view_strides, (4, 4), (4, 1), (2, 8), expected=(8, 1))
     check_equal(strides.view_strides, (4, 4), (4, 1), (-1,), expected=(1,))
+    check_equal(strides.view_strides, (4, 6), (6, 1), (-1, 3), expected=(3, 1), why="the -1 is the first dim: 24 / 3 = 8")
     # The lecture: a transposed matrix cannot be viewed flat (.contiguous() copies first).
     check_equal(strides.view_strides, (4, 4), (1, 4), (16,), expected=None)
     check_equal(strides.view_strides, (2, 3, 4), (24, 8, 2), (6, 4), expected=(8, 2))
@@ -266,6 +267,8 @@ def test_view_strides_rejects_bad_shapes(strides):
     check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (5, -1), why="no whole size fills in the -1")
     check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (-1, -1), why="at most one -1")
     check_raises(ValueError, strides.view_strides, (0, 3), (3, 1), (0, -1), why="a -1 beside 0 cannot be inferred")
+    check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (-2, -8),
+                 why="a negative size other than one -1 is refused, even where the sizes multiply to 16")
 
 
 @pytest.mark.rule("P2.view-special")
@@ -293,6 +296,9 @@ def test_view_strides_matches_torch(strides, layout, data):
     first = data.draw(st.sampled_from(divisors))
     new_shape = (first, numel // first) if first else (0, data.draw(st.integers(0, 3)))
     new_shape = tuple(data.draw(st.permutations(new_shape + (1,) * data.draw(st.integers(0, 1)))))
+    if numel and data.draw(st.booleans()):  # one size left to infer, at any position
+        inferred = data.draw(st.integers(0, len(new_shape) - 1))
+        new_shape = new_shape[:inferred] + (-1,) + new_shape[inferred + 1:]
     try:
         expected = strided(shape, steps).view(new_shape).stride()
     except RuntimeError:

@@ -140,6 +140,14 @@ def test_deep_linear_flops_without_hidden_layers(flops, batch, dim):
 
 
 @pytest.mark.rule("P4.deep-linear-flops")
+@pytest.mark.parametrize("batch, dim, num_layers", [(0, 8, 2), (4, 0, 2), (0, 0, 0)])
+def test_deep_linear_flops_with_a_count_of_zero(flops, batch, dim, num_layers):
+    check_equal(flops.deep_linear_flops, batch, dim, num_layers, expected={"forward": 0, "backward": 0},
+                why="0 is a count (only negative, non-whole or non-finite ones are refused): no rows or no features, "
+                    "no FLOPs")
+
+
+@pytest.mark.rule("P4.deep-linear-flops")
 @settings(max_examples=20, deadline=None)
 @given(batch=st.integers(1, 8), dim=st.integers(1, 8), num_layers=st.integers(1, 3))
 def test_deep_linear_flops_matches_flop_counter(flops, batch, dim, num_layers):
@@ -290,6 +298,41 @@ def test_time_matmul_is_the_mean_of_one_product_on_cpu(flops, one_thread):
 def test_time_matmul_rejects_bad_arguments(flops, args, repeats):
     check_raises(ValueError, flops.time_matmul, *args, "cpu", repeats=repeats,
                  why="dtype float16, bfloat16, float32 or float64; repeats >= 1; counts non-negative whole numbers")
+
+
+TIMED_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.rule("P4.time-matmul")
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")], ids=repr)
+@pytest.mark.parametrize("dtype", TIMED_DTYPES, ids=str)
+def test_time_matmul_takes_every_listed_dtype_and_either_device_spelling(flops, dtype, device):
+    seconds = call(flops.time_matmul, 16, 16, 16, dtype, device, repeats=2)
+    check_true(isinstance(seconds, float) and seconds > 0,
+               f"flops.time_matmul(16, 16, 16, {dtype}, {device!r}, repeats=2)", seconds, "a positive number of seconds",
+               "flops.time_matmul", "dtype is float16, bfloat16, float32 or float64, and device a str or a torch.device")
+
+
+@pytest.mark.rule("P4.time-matmul-refuses")
+def test_time_matmul_accepts_a_single_repeat(flops):
+    seconds = call(flops.time_matmul, 8, 8, 8, torch.float32, "cpu", repeats=1)
+    check_true(isinstance(seconds, float) and seconds > 0, "flops.time_matmul(8, 8, 8, torch.float32, 'cpu', repeats=1)",
+               seconds, "a positive number of seconds", "flops.time_matmul",
+               "repeats below 1 is refused: 1 is allowed (one product, timed)")
+
+
+@pytest.mark.rule("P4.counts")
+@pytest.mark.parametrize("bad", BAD_COUNTS, ids=repr)
+def test_time_matmul_and_training_days_reject_bad_counts(flops, bad):
+    why = "a count (sizes, repeats, tokens, parameters, GPUs) is a non-negative whole number, finite"
+    for position in range(4):
+        args = [8, 8, 8, 2]
+        args[position] = bad
+        check_raises(ValueError, flops.time_matmul, *args[:3], torch.float32, "cpu", repeats=args[3], why=why)
+    for position in range(3):
+        args = [70e9, 15e12, 1024]
+        args[position] = bad
+        check_raises(ValueError, flops.training_days, *args, H100_BF16_PEAK, 0.5, why=why)
 
 
 @pytest.mark.rule("P4.matmul-mfu")

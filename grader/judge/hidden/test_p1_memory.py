@@ -330,7 +330,7 @@ def test_training_bytes_per_param(sub):
 @given(big=st.tuples(st.integers(1, 4096), st.integers(2**60, 2**70), st.integers(3, 99)))
 def test_max_trainable_params(sub, big):
     """max_trainable_params is the floor as an int, exact for counts past a float's 53 bits; the lecture's 4e10"""
-    cases = [((8, 80e9, 16), 40_000_000_000), ((1, 100, 16), 6), ((3, 10, 7), 4), ((0, 80e9, 16), 0),
+    cases = [((8, 80e9, 16), 40_000_000_000), ((1, 100, 16), 6), ((3, 10, 7), 4), ((0, 80e9, 16), 0), ((8, 0, 16), 0),
              ((1024, 80 * 2**30, 12), 7_330_077_518_506), ((4.0, 24e9, 12.0), 8_000_000_000),
              (big, big[0] * big[1] // big[2])]
     for args, want in cases:
@@ -435,9 +435,11 @@ def test_bytes_per_element_refuses_other_dtypes(sub, valid):
 @settings(max_examples=3)
 @given(valid=VALID["memory.tensor_memory_bytes"])
 def test_tensor_memory_bytes_refuses(sub, valid):
-    """tensor_memory_bytes raises ValueError for a negative size or an unsupported dtype"""
+    """tensor_memory_bytes raises ValueError for any negative size (two, or one beside a 0) or an unsupported dtype"""
     refuses(sub, "memory.tensor_memory_bytes", valid, [((2, -1), torch.float32), ((-3,), torch.int8),
-                                                       ((2, 3), torch.qint8)])
+                                                       ((-2, -3), torch.float32), ((0, -1), torch.float16),
+                                                       ((2, 3), torch.qint8), ((0, 3), torch.qint8),
+                                                       ((), torch.quint8)])
 
 
 @pytest.mark.rule("P1.float-layout-refuses")

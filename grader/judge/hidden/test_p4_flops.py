@@ -26,6 +26,7 @@ from grader.judge.hidden._contract import answers, refused_or_as_for
 
 H100_BF16_PEAK = 989.5e12  # dense bf16 FLOP/s (the 1979e12 of the spec sheet assumes 2:4 sparsity)
 SECONDS_PER_DAY = 86_400
+TIMED_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 # One failure per test, reported plainly (not an ExceptionGroup of "distinct failures"), and no
 # "explain" phase: it is slow on failures and would print hidden-suite file names and lines.
 
@@ -179,6 +180,16 @@ def test_bad_counts_raise_value_error(sub, bad, position, valid):
     sub.raises(ValueError, "flops.deep_linear_flops", *three)
     for name in ("forward_flops", "backward_flops", "training_flops"):
         sub.raises(ValueError, f"flops.{name}", *(three[:2] if position < 2 else [bad, 7]))
+    # time_matmul's sizes and repeats and training_days' counts and GPUs too, the non-finite ones every time.
+    for value in (bad, math.inf, -math.inf, math.nan):
+        for spot in range(4):
+            timed = [4, 4, 4, 2]
+            timed[spot] = value
+            sub.raises(ValueError, "flops.time_matmul", *timed[:3], torch.float32, "cpu", repeats=timed[3])
+        for spot in range(3):
+            counted = [70e9, 15e12, 1024]
+            counted[spot] = value
+            sub.raises(ValueError, "flops.training_days", *counted, H100_BF16_PEAK, 0.5)
 
 
 @pytest.mark.rule("P4.time-matmul-refuses")
@@ -186,11 +197,14 @@ def test_bad_counts_raise_value_error(sub, bad, position, valid):
 @given(bad=bad_counts(), position=st.integers(0, 2),
        dtype=st.sampled_from([torch.int32, torch.int64, torch.bool, torch.complex64, torch.float8_e4m3fn]))
 def test_time_matmul_rejects_bad_arguments(sub, bad, position, dtype):
-    """time_matmul raises ValueError for a dtype it does not time, repeats below 1, or a bad count"""
+    """time_matmul raises ValueError for a dtype it does not time, repeats below 1 (1 is allowed), or a bad count"""
     # Beside working code: a valid call answers a positive number of seconds.
-    seconds = sub.call("flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=2)
-    assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
-        f"flops.time_matmul(4, 4, 4, torch.float32, 'cpu', repeats=2) returned {seconds!r}, expected positive seconds")
+    # repeats = 1 is the least allowed: one product, timed.
+    for repeats in (2, 1):
+        seconds = sub.call("flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=repeats)
+        assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
+            f"flops.time_matmul(4, 4, 4, torch.float32, 'cpu', repeats={repeats}) returned {seconds!r}, "
+            "expected positive seconds")
     sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, dtype, "cpu", repeats=2)
     sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=bad)
     sub.raises(ValueError, "flops.time_matmul", 4, 4, 4, torch.float32, "cpu", repeats=0)
@@ -447,8 +461,15 @@ def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
 @pytest.mark.rule("P4.time-matmul")
 @pytest.mark.points(1)
 def test_time_matmul_is_the_mean_of_one_product(sub):
-    """time_matmul returns the time of one product (the mean), whatever repeats is"""
+    """time_matmul returns the time of one product (the mean), whatever repeats is, in every listed dtype"""
     n, few, many = CPU_SIZE, 2, 64.0
+    # Every listed dtype, the device as a str or a torch.device: small products, positive seconds.
+    for dtype in TIMED_DTYPES:
+        for device in ("cpu", torch.device("cpu")):
+            seconds = sub.call("flops.time_matmul", 16, 16, 16, dtype, device, repeats=2)
+            assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
+                f"flops.time_matmul(16, 16, 16, {dtype}, {device!r}, repeats=2) returned {seconds!r}, expected positive "
+                "seconds (dtype float16, bfloat16, float32 or float64; device a str or a torch.device)")
     rounds = {repeats: cpu_timings(sub, repeats) for repeats in (few, many)}
     for repeats, found in rounds.items():
         assert_ran_for_real(found, f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={repeats!r})",
