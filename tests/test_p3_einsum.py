@@ -140,7 +140,8 @@ def test_split_then_merge_heads(einsum, batch, heads, d, dtype):
     check_equal_tensor(einsum.merge_heads, split, expected=x)
 
 
-BAD_SPLITS = [(7, 2), (8, 3), (8, 0), (8, -2), (8, 2.5)]  # (hidden size, num_heads) that do not split
+BAD_SPLITS = [(7, 2), (8, 3), (8, 0), (8, -2), (8, 2.5), (8, math.inf), (8, math.nan)]  # (hidden, num_heads) that do
+# not split: not dividing, zero, negative, not a whole number (infinity and NaN are none)
 
 
 @pytest.mark.rule("P3.split-heads-refuses")

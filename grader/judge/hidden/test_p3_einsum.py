@@ -118,7 +118,7 @@ def bad_head_splits(draw):
     """(hidden, num_heads) that do not split: a count that does not divide, zero, negative, not whole."""
     hidden = draw(st.integers(1, 12))
     not_dividing = [h for h in range(2, 8) if hidden % h]
-    choices = [st.sampled_from([0, -1, -hidden, 1.5, hidden + 0.5])]
+    choices = [st.sampled_from([0, -1, -hidden, 1.5, hidden + 0.5, math.inf, math.nan])]
     if not_dividing:
         choices.append(st.sampled_from(not_dividing))
     return hidden, draw(st.one_of(choices))
@@ -233,7 +233,7 @@ def test_num_heads_that_do_not_split_raise_value_error(sub, split, valid):
     rows, heads, size = valid
     x = distinct_tensor((rows, heads * size), torch.float32)
     assert_exact(sub, "split_heads", (x, heads), x.view(rows, heads, size))
-    rows = max(1, hidden // max(1, int(abs(num_heads))))
+    rows = max(1, hidden // max(1, int(abs(num_heads)))) if math.isfinite(num_heads) else 1
     sub.raises(ValueError, "einsum.split_heads", torch.ones(2, hidden), num_heads)
     sub.raises(ValueError, "einsum.per_head_linear", torch.ones(2, hidden), torch.ones(rows, 2), num_heads)
     sub.raises(ValueError, "einsum.attention_scores", torch.ones(1, 2, hidden), torch.ones(1, 3, hidden), num_heads)
