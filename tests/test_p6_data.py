@@ -42,17 +42,21 @@ def token_lists():
 
 @pytest.mark.rule("P6.save-bytes")
 @settings(max_examples=25, deadline=None)
-@given(case=token_lists(), kind=st.sampled_from(["list", "ndarray", "tensor"]))
-def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kind):
+@given(case=token_lists(), kind=st.sampled_from(["list", "list of numpy ints", "ndarray", "tensor"]),
+       as_str=st.booleans())
+def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kind, as_str):
+    """Every token kind (a list of ints or of numpy integers, an integer ndarray or tensor), path a str or a Path."""
     dtype, values = case
     expected = np.array(values, dtype=np.dtype(dtype).newbyteorder("<"))
-    tokens = {"list": values, "ndarray": expected.astype(dtype), "tensor": torch.tensor(values, dtype=torch.int64)}[kind]
+    tokens = {"list": values, "list of numpy ints": [np.dtype(dtype).type(v) for v in values],
+              "ndarray": expected.astype(dtype), "tensor": torch.tensor(values, dtype=torch.int64)}[kind]
     folder = tmp_path_factory.mktemp("save")
     path = folder / "tokens.bin"
-    call(data.save_tokens, tokens, path, dtype=dtype)
+    call(data.save_tokens, tokens, str(path) if as_str else path, dtype=dtype)
     expected.tofile(folder / "reference.bin")
     want = (folder / "reference.bin").read_bytes()
-    check_true(path.read_bytes() == want, f"{SAVE}({kind} of {values[:5]}..., dtype={np.dtype(dtype)})",
+    check_true(path.read_bytes() == want, f"{SAVE}({kind} of {values[:5]}..., {'a str' if as_str else 'a Path'}, "
+               f"dtype={np.dtype(dtype)})",
                path.read_bytes()[:16], f"the bytes of ndarray.tofile: {want[:16]!r}...", SAVE,
                "raw little-endian integers, no header")
 
@@ -284,8 +288,10 @@ def test_load_tokens_reads_little_endian_whatever_the_dtype_says(data, tmp_path,
 
 @pytest.mark.rule("P6.load-refuses")
 @pytest.mark.parametrize("content, dtype", [(b"", np.uint16), (b"\x01\x02\x03", np.uint16), (b"\x00" * 6, np.int32),
-                                            (b"\x00" * 8, np.float32)],
-                         ids=["empty", "odd-size-uint16", "6-bytes-int32", "float32-dtype"])
+                                            (b"\x00" * 8, np.float32), (b"\x00" * 8, np.float64),
+                                            (b"\x00" * 8, np.bool_), (b"\x00" * 8, np.complex64)],
+                         ids=["empty", "odd-size-uint16", "6-bytes-int32", "float32-dtype", "float64-dtype",
+                              "bool-dtype", "complex64-dtype"])
 def test_load_tokens_refuses_bad_files(data, tmp_path, content, dtype):
     path = tmp_path / "tokens.bin"
     path.write_bytes(content)
@@ -444,6 +450,18 @@ def test_global_numpy_rng_without_generator(data):
 def test_get_batch_refuses(data, n, batch, length):
     check_raises(ValueError, data.get_batch, np.arange(n, dtype=np.uint16), batch, length, "cpu",
                  np.random.default_rng(0), why="needs len(tokens) >= L + 1, B >= 1 and L >= 1")
+
+
+@pytest.mark.rule("P6.batch-device")
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "cpu:0"], ids=repr)
+def test_cpu_batches_for_every_spelling_of_the_device(data, device):
+    """device is a str or a torch.device (get_batch's signature): each spelling of the CPU gives CPU tensors."""
+    tokens = np.arange(200, dtype=np.uint16)
+    what = f"get_batch(arange(200), 4, 8, {device!r}, rng)"
+    got = call(data.get_batch, tokens, 4, 8, device, np.random.default_rng(0))
+    check_windows(tokens, got, 4, 8, what)
+    check_true(all(t.device.type == "cpu" for t in got), what, [t.device for t in got], "tensors on the CPU", BATCH,
+               hint="device may be a str or a torch.device: torch.device(device).type says which (never str methods on it)")
 
 
 @pytest.mark.rule("P6.batch-device")
