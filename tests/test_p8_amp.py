@@ -320,9 +320,10 @@ def check_refused(amp, **kwargs) -> None:
 
 
 @pytest.mark.rule("P8.unknown-precision")
-@pytest.mark.parametrize("precision", ["fp8", "float32"])
+@pytest.mark.parametrize("precision", ["fp8", "float32", "BF16", "FP16", "Fp32"])
 def test_unknown_precision_raises(amp, precision):
-    check_refused(amp, precision=precision)
+    """The names are exact: "BF16" is not "bf16" (with a scaler, so that only the name is wrong)."""
+    check_refused(amp, precision=precision, scaler=torch.amp.GradScaler("cpu"))
 
 
 @pytest.mark.rule("P8.fp16-needs-scaler")
