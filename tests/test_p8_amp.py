@@ -213,15 +213,18 @@ def test_inf_gradient_skips_the_step_and_halves_the_scale(amp):
 
 
 @pytest.mark.rule("P8.skipped")
-def test_skipped_says_whether_the_scaler_stepped(amp):
+@pytest.mark.parametrize("poison", ["inf", "nan"])
+def test_skipped_says_whether_the_scaler_stepped(amp, poison):
     model, batch = make_model(), make_batch()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
-    handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float(poison)))
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
     handle.remove()
     what = "GradScaler('cpu', init_scale=1024, growth_interval=1)"
-    check_true(got["skipped"] is True, f"{STEP}(...) with an inf gradient and {what}", got, "skipped True", STEP)
+    check_true(got["skipped"] is True, f"{STEP}(...) with an {poison} gradient and {what}", got, "skipped True: the "
+               "scaler skips a step on an inf or a NaN gradient", STEP, hint="compare scaler.get_scale() before step and "
+               "after update: update() lowers it exactly when the scaler found an inf/NaN")
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
     check_true(got["skipped"] is False, f"{STEP}(...) with finite gradients and {what} (the scale grows)", got,
                "skipped False: the optimizer stepped, although update() changed the scale", STEP)

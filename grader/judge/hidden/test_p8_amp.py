@@ -175,6 +175,7 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
 @settings(max_examples=10)
 @given(setup=setups(), poison=st.sampled_from(["inf", "nan"]), k=st.integers(1, 24),
        precision=st.sampled_from(["fp32", "bf16", "fp16"]), max_grad_norm=st.none() | st.just(1.0))
+@example(setup=(0, 8, 8), poison="nan", k=10, precision="fp32", max_grad_norm=None)  # the scaler skips on NaN too
 def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, max_grad_norm):
     """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped; without a scaler nothing is skipped"""
     seed, width, n = setup
