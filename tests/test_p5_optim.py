@@ -189,6 +189,27 @@ def test_sgd_first_momentum_step_is_plain_sgd(optim):
                p.detach(), "p = [0.71, -2.58] (buf = 0.9 * buf + g = [0.38, 0.76])", SGD_SECTION)
 
 
+@pytest.mark.rule("P5.sgd-first-buffer")
+def test_sgd_first_momentum_step_is_each_parameters_own(optim):
+    """The first step is each parameter's: q, whose first gradient comes on the optimizer's second step, starts its
+    buffer at g then (q - lr * g), while p's buffer already runs."""
+    p, q = torch.nn.Parameter(torch.tensor([1.0, -2.0])), torch.nn.Parameter(torch.tensor([3.0]))
+    optimizer = call(optim.SGD, [p, q], lr=0.5, momentum=0.9)
+    what = "SGD([p, q], lr=0.5, momentum=0.9), p=[1, -2], q=[3]: step 1 with p.grad=[0.2, 0.4] and q.grad None, step 2"
+    p.grad = torch.tensor([0.2, 0.4])
+    call(optimizer.step)
+    p.grad, q.grad = torch.tensor([0.2, 0.4]), torch.tensor([0.4])
+    call(optimizer.step)
+    buffer = optimizer.state.get(q, {}).get("momentum_buffer")
+    check_true(torch.allclose(q.detach(), torch.tensor([2.8])) and torch.allclose(p.detach(), torch.tensor([0.71, -2.58]))
+               and isinstance(buffer, torch.Tensor) and torch.allclose(buffer, torch.tensor([0.4])),
+               f"{what} with p.grad=[0.2, 0.4], q.grad=[0.4]",
+               f"p = {p.detach().tolist()}, q = {q.detach().tolist()}, state[q] {dict(optimizer.state.get(q, {}))}",
+               "p = [0.71, -2.58], q = [2.8] and state[q]['momentum_buffer'] = [0.4]: q's first step with a gradient "
+               "starts its buffer at g", SGD_SECTION, hint="the first step is the parameter's (its state has no buffer "
+               "yet), not the optimizer's: test self.state[p], not a step counter")
+
+
 @pytest.mark.rule("P5.sgd-state-key")
 def test_sgd_state_holds_a_momentum_buffer_only_with_momentum(optim):
     for momentum in (0.0, 0.9):

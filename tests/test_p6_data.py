@@ -43,17 +43,21 @@ def token_lists():
 
 @pytest.mark.rule("P6.save-bytes")
 @settings(max_examples=25, deadline=None)
-@given(case=token_lists(), kind=st.sampled_from(["list", "ndarray", "tensor"]))
-def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kind):
+@given(case=token_lists(), kind=st.sampled_from(["list", "list of numpy ints", "ndarray", "tensor"]),
+       as_str=st.booleans())
+def test_save_tokens_writes_what_tofile_writes(data, tmp_path_factory, case, kind, as_str):
+    """Every token kind (a list of ints or of numpy integers, an integer ndarray or tensor), path a str or a Path."""
     dtype, values = case
     expected = np.array(values, dtype=np.dtype(dtype).newbyteorder("<"))
-    tokens = {"list": values, "ndarray": expected.astype(dtype), "tensor": torch.tensor(values, dtype=torch.int64)}[kind]
+    tokens = {"list": values, "list of numpy ints": [np.dtype(dtype).type(v) for v in values],
+              "ndarray": expected.astype(dtype), "tensor": torch.tensor(values, dtype=torch.int64)}[kind]
     folder = tmp_path_factory.mktemp("save")
     path = folder / "tokens.bin"
-    call(data.save_tokens, tokens, path, dtype=dtype)
+    call(data.save_tokens, tokens, str(path) if as_str else path, dtype=dtype)
     expected.tofile(folder / "reference.bin")
     want = (folder / "reference.bin").read_bytes()
-    check_true(path.read_bytes() == want, f"{SAVE}({kind} of {values[:5]}..., dtype={np.dtype(dtype)})",
+    check_true(path.read_bytes() == want, f"{SAVE}({kind} of {values[:5]}..., {'a str' if as_str else 'a Path'}, "
+               f"dtype={np.dtype(dtype)})",
                path.read_bytes()[:16], f"the bytes of ndarray.tofile: {want[:16]!r}...", SAVE,
                "raw little-endian integers, no header")
 
@@ -93,11 +97,11 @@ def test_round_trip_through_a_read_only_memmap(data, tmp_path):
     call(data.save_tokens, tokens, path)
     check_true(path.stat().st_size == 12, f"{SAVE}({tokens}, {path.name})", f"a file of {path.stat().st_size} bytes",
                "12 bytes: 6 uint16 tokens, 2 bytes each, no header", SAVE)
-    loaded = call(data.load_tokens, path)
-    check_true(isinstance(loaded, np.memmap), f"{LOAD}({path.name})", type(loaded).__name__, "an np.memmap", LOAD)
-    check_true(loaded.dtype == np.uint16 and loaded.tolist() == tokens, f"{LOAD}({path.name})", loaded,
+    loaded = call(data.load_tokens, str(path))  # a str, as in the handout's example (the other tests pass a Path)
+    check_true(isinstance(loaded, np.memmap), f"{LOAD}({str(path)!r})", type(loaded).__name__, "an np.memmap", LOAD)
+    check_true(loaded.dtype == np.uint16 and loaded.tolist() == tokens, f"{LOAD}({str(path)!r})", loaded,
                f"uint16 values {tokens}", LOAD)
-    check_true(not loaded.flags.writeable, f"{LOAD}({path.name}).flags.writeable", loaded.flags.writeable,
+    check_true(not loaded.flags.writeable, f"{LOAD}({str(path)!r}).flags.writeable", loaded.flags.writeable,
                "False: the memmap is read-only (mode='r')", LOAD)
 
 
@@ -298,8 +302,10 @@ def test_load_tokens_maps_a_file_of_one_token(data, tmp_path, dtype):
 
 @pytest.mark.rule("P6.load-refuses")
 @pytest.mark.parametrize("content, dtype", [(b"", np.uint16), (b"\x01\x02\x03", np.uint16), (b"\x00" * 6, np.int32),
-                                            (b"\x00" * 8, np.float32)],
-                         ids=["empty", "odd-size-uint16", "6-bytes-int32", "float32-dtype"])
+                                            (b"\x00" * 8, np.float32), (b"\x00" * 8, np.float64),
+                                            (b"\x00" * 8, np.bool_), (b"\x00" * 8, np.complex64)],
+                         ids=["empty", "odd-size-uint16", "6-bytes-int32", "float32-dtype", "float64-dtype",
+                              "bool-dtype", "complex64-dtype"])
 def test_load_tokens_refuses_bad_files(data, tmp_path, content, dtype):
     path = tmp_path / "tokens.bin"
     path.write_bytes(content)
@@ -458,6 +464,18 @@ def test_global_numpy_rng_without_generator(data):
 def test_get_batch_refuses(data, n, batch, length):
     check_raises(ValueError, data.get_batch, np.arange(n, dtype=np.uint16), batch, length, "cpu",
                  np.random.default_rng(0), why="needs len(tokens) >= L + 1, B >= 1 and L >= 1")
+
+
+@pytest.mark.rule("P6.batch-device")
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "cpu:0"], ids=repr)
+def test_cpu_batches_for_every_spelling_of_the_device(data, device):
+    """device is a str or a torch.device (get_batch's signature): each spelling of the CPU gives CPU tensors."""
+    tokens = np.arange(200, dtype=np.uint16)
+    what = f"get_batch(arange(200), 4, 8, {device!r}, rng)"
+    got = call(data.get_batch, tokens, 4, 8, device, np.random.default_rng(0))
+    check_windows(tokens, got, 4, 8, what)
+    check_true(all(t.device.type == "cpu" for t in got), what, [t.device for t in got], "tensors on the CPU", BATCH,
+               hint="device may be a str or a torch.device: torch.device(device).type says which (never str methods on it)")
 
 
 @pytest.mark.rule("P6.batch-device")

@@ -81,14 +81,24 @@ def test_step_matches_a_manual_step(amp, scaler):
 
 
 @pytest.mark.rule("P8.grads-none")
-@pytest.mark.parametrize("scaler", SCALERS)
-def test_gradients_are_none_afterwards(amp, scaler):
+@pytest.mark.parametrize("max_grad_norm", [None, 1.0])
+@pytest.mark.parametrize("scaler, poison", [("no scaler", None), ("GradScaler('cpu', init_scale=2**16)", None),
+                                            ("GradScaler('cpu', init_scale=2**16)", "inf")],
+                         ids=["no scaler", "scaler", "scaler, skipped step"])
+def test_gradients_are_none_afterwards(amp, scaler, poison, max_grad_norm):
+    """Every path ends with the gradients gone: a step the scaler skips (an inf gradient) too."""
     model = make_model()
-    call(amp.train_step, model, make_batch(), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1),
-         scaler=scaler_of(SCALERS[scaler]))
+    if poison is not None:
+        model[0].weight.register_hook(lambda grad: torch.full_like(grad, float(poison)))
+    got = call(amp.train_step, model, make_batch(), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1),
+               scaler=scaler_of(SCALERS[scaler]), max_grad_norm=max_grad_norm)
     grads = [p.grad for p in model.parameters()]
-    check_true(all(g is None for g in grads), f"{STEP}(fp32, {scaler})", [None if g is None else "a tensor" for g in grads],
-               "every .grad None afterwards: optimizer.zero_grad(set_to_none=True)", STEP)
+    what = f"{STEP}(fp32, {scaler}, max_grad_norm={max_grad_norm})" + (f" with an {poison} gradient" if poison else "")
+    check_true(all(g is None for g in grads), what, [None if g is None else "a tensor" for g in grads],
+               "every .grad None afterwards: optimizer.zero_grad(set_to_none=True)"
+               + (f", after a skipped step too (skipped: {got.get('skipped') if isinstance(got, dict) else got!r})"
+                  if poison else ""), STEP,
+               hint="zero the gradients on every path, also when the scaler skipped the step" if poison else "")
 
 
 def norm_hint(got: float, want: float, scale: float, max_grad_norm: float, moved: float, want_moved: float) -> str:
@@ -203,15 +213,18 @@ def test_inf_gradient_skips_the_step_and_halves_the_scale(amp):
 
 
 @pytest.mark.rule("P8.skipped")
-def test_skipped_says_whether_the_scaler_stepped(amp):
+@pytest.mark.parametrize("poison", ["inf", "nan"])
+def test_skipped_says_whether_the_scaler_stepped(amp, poison):
     model, batch = make_model(), make_batch()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
-    handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float(poison)))
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
     handle.remove()
     what = "GradScaler('cpu', init_scale=1024, growth_interval=1)"
-    check_true(got["skipped"] is True, f"{STEP}(...) with an inf gradient and {what}", got, "skipped True", STEP)
+    check_true(got["skipped"] is True, f"{STEP}(...) with an {poison} gradient and {what}", got, "skipped True: the "
+               "scaler skips a step on an inf or a NaN gradient", STEP, hint="compare scaler.get_scale() before step and "
+               "after update: update() lowers it exactly when the scaler found an inf/NaN")
     got = call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
     check_true(got["skipped"] is False, f"{STEP}(...) with finite gradients and {what} (the scale grows)", got,
                "skipped False: the optimizer stepped, although update() changed the scale", STEP)
@@ -290,6 +303,18 @@ def test_parameters_stay_float32(amp, precision):
     dtypes = {p.dtype for p in model.parameters()}
     check_true(dtypes == {torch.float32}, f"{STEP}(..., precision={precision!r})", f"parameter dtypes {dtypes}",
                "float32 parameters: autocast computes in 16 bits, the model is never cast", STEP)
+    # Their values keep every float32 bit: a step with lr=0 leaves them exactly as they were (a model cast to 16 bits
+    # and back to float32 is float32 again, rounded).
+    before = copy.deepcopy(model)
+    scaler = torch.amp.GradScaler("cpu") if precision == "fp16" else None
+    call(amp.train_step, model, make_batch(), F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.0), scaler=scaler,
+         precision=precision)
+    changed = [name for (name, p), q in zip(model.named_parameters(), before.parameters()) if not torch.equal(p, q)]
+    check_true(not changed, f"{STEP}(..., SGD(lr=0.0), precision={precision!r})",
+               f"parameters {changed} changed (by up to {max_diff(model, before):.3g})",
+               "every parameter bit for bit as it was: lr=0 moves nothing, and the float32 master weights are never "
+               "rounded to 16 bits", STEP, hint="never cast the model (.half(), .bfloat16(), .to(dtype)), not even and "
+               "back: autocast casts copies for its matmuls")
 
 
 def check_refused(amp, **kwargs) -> None:
@@ -306,9 +331,10 @@ def check_refused(amp, **kwargs) -> None:
 
 
 @pytest.mark.rule("P8.unknown-precision")
-@pytest.mark.parametrize("precision", ["fp8", "float32"])
+@pytest.mark.parametrize("precision", ["fp8", "float32", "BF16", "FP16", "Fp32"])
 def test_unknown_precision_raises(amp, precision):
-    check_refused(amp, precision=precision)
+    """The names are exact: "BF16" is not "bf16" (with a scaler, so that only the name is wrong)."""
+    check_refused(amp, precision=precision, scaler=torch.amp.GradScaler("cpu"))
 
 
 @pytest.mark.rule("P8.fp16-needs-scaler")
@@ -426,6 +452,19 @@ def test_train_returns_the_per_step_losses(amp):
     check_true(moved <= 0.05 * 1e-4 * 1.01, f"{TRAIN}(..., SGD(lr=0.05), steps=1, max_grad_norm=1e-4)",
                f"a parameter moved by {moved:.3g}", f"no parameter moved by more than lr * max_grad_norm = 5e-06: "
                "train passes max_grad_norm on to train_step", TRAIN)
+
+
+@pytest.mark.rule("P8.train-steps-count", "P8.train-losses")
+@pytest.mark.parametrize("steps", [0, 0.0])
+def test_train_of_zero_steps(amp, steps):
+    """0 is a count: no step, no batch drawn, no loss."""
+    model = make_model()
+    drawn = []
+    got = call(amp.train, model, lambda: drawn.append(1) or make_batch(), F.mse_loss,
+               torch.optim.SGD(model.parameters(), lr=0.05), steps)
+    check_true(got == [] and not drawn, f"{TRAIN}(..., steps={steps!r})", f"{got!r} after {len(drawn)} get_batch calls",
+               "[] and no get_batch call: steps is a count, and 0 steps is a loop that does not run", TRAIN,
+               hint="only a negative or non-whole steps is refused (as_count)")
 
 
 @pytest.mark.rule("P8.train-steps-count")

@@ -122,7 +122,8 @@ def described(trainer: Trainer, kwargs: dict) -> str:
 
 # train_step arguments the contract refuses with ValueError ("scaler": the CPU GradScaler's arguments).
 REFUSED = ({"precision": "fp16"}, {"precision": "fp16", "max_grad_norm": 1.0}, {"precision": "fp8"},
-           {"precision": "float32"}, {"precision": "BF16", "scaler": {}}, {"precision": "fp32", "max_grad_norm": 0.0},
+           {"precision": "float32"}, {"precision": "BF16", "scaler": {}}, {"precision": "Fp32"},
+           {"precision": "fp32", "max_grad_norm": 0.0},
            {"precision": "fp32", "max_grad_norm": -1.0}, {"precision": "bf16", "max_grad_norm": -1e-3},
            {"precision": "fp32", "max_grad_norm": float("nan")})
 

@@ -204,7 +204,7 @@ def _pair_of_tensors(value: Any) -> bool:
     return type(value) is tuple and len(value) == 2 and all(isinstance(t, torch.Tensor) for t in value)
 
 
-def get_batch(sub: Submission, tokens: Any, batch_size: Any, context_length: Any, device: str = "cpu",
+def get_batch(sub: Submission, tokens: Any, batch_size: Any, context_length: Any, device: Any = "cpu",
               generator: Remote | None = None, *, devices: bool = False) -> Batch:
     """``get_batch(tokens, B, L, device[, generator])`` in the worker; with ``devices``, each
     returned tensor's device is read back from the worker too (the data comes back on the CPU)."""
@@ -235,17 +235,17 @@ def token_source(sub: Submission, tokens: np.ndarray, as_file: bool = False) -> 
 
 
 def seeded_batches(sub: Submission, tokens: np.ndarray, batch_size: Any, context_length: Any, seeds: list[int],
-                   as_file: bool = False, devices: bool = False) -> list[Batch]:
-    """One ``get_batch(tokens, B, L, "cpu", np.random.default_rng(seed))`` per seed, the generator
-    built in the worker; before each, numpy's and torch's global RNGs there are seeded differently,
-    so that only the generator can make two batches equal."""
+                   as_file: bool = False, devices: bool = False, device: Any = "cpu") -> list[Batch]:
+    """One ``get_batch(tokens, B, L, device, np.random.default_rng(seed))`` per seed (``device`` "cpu" unless
+    given: a str or a ``torch.device``), the generator built in the worker; before each, numpy's and torch's
+    global RNGs there are seeded differently, so that only the generator can make two batches equal."""
     with token_source(sub, tokens, as_file) as source:
         batches = []
         for number, seed in enumerate(seeds):
             library(sub, "numpy.random.seed", 1000 + number)
             library(sub, "torch.manual_seed", 1000 + number)
             with holding(sub.lib("numpy.random.default_rng", seed)) as generator:
-                batches.append(get_batch(sub, source, batch_size, context_length, "cpu", generator, devices=devices))
+                batches.append(get_batch(sub, source, batch_size, context_length, device, generator, devices=devices))
         return batches
 
 

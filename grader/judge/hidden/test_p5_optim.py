@@ -189,7 +189,7 @@ def assert_state_matches(got: drive.Run, want: drive.Run, kind: str, key: str, w
 @settings(max_examples=10)
 @given(momentum=st.floats(0.1, 0.95), lr=st.floats(1e-2, 0.3), steps=st.integers(1, 4), seed=st.integers(0, 2**31 - 1))
 def test_momentum_buffer(sub, momentum, lr, steps, seed):
-    """SGD's momentum buffer starts at g (not (1 - m) g), lives in state['momentum_buffer'], and is not p.grad."""
+    """SGD's momentum buffer starts at g (not (1 - m) g) on each parameter's first step, lives in state['momentum_buffer'], and is not p.grad."""
     # Each step the judge calls zero_grad(set_to_none=False) in the worker, which zeroes the old
     # gradients in place, then copies the new gradient into p.grad in place (as backward
     # accumulates): a buffer that *is* p.grad (no copy) is changed behind the optimizer's back.
@@ -199,6 +199,13 @@ def test_momentum_buffer(sub, momentum, lr, steps, seed):
     got = compare(sub, "SGD", scenario, what)
     want = drive.run(ORACLE, "SGD", scenario)
     assert_state_matches(got, want, "SGD", "momentum_buffer", what + " (on the first step the buffer is a copy of g)")
+    # The first step is each parameter's own: p1's first gradient comes on the optimizer's second step.
+    late = Scenario(shapes=[(3,), (2, 2)], hyper=dict(lr=lr, momentum=momentum), steps=steps + 1, seed=seed,
+                    no_grad=[[1]] + [[]] * steps)
+    what = (f"{steps + 1} steps of optim.{late.describe('SGD')}, parameter 1's .grad None on step 1 (its first "
+            "gradient comes on step 2, when it starts its own buffer at g)")
+    got = compare(sub, "SGD", late, what)
+    assert_state_matches(got, drive.run(ORACLE, "SGD", late), "SGD", "momentum_buffer", what)
 
 
 def group_layouts():

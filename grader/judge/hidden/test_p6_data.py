@@ -48,8 +48,9 @@ def token_inputs(draw):
     kind = draw(st.sampled_from(["list", "numpy ints", "ndarray", "tensor"] if fits_int64 else ["list", "ndarray"]))
     if kind == "list":
         tokens = values
-    elif kind == "numpy ints":
-        tokens = [np.int64(v) for v in values]
+    elif kind == "numpy ints":  # numpy integer scalars are integers too, of the token dtype or another
+        scalar = draw(st.sampled_from([np.dtype(dtype).type, np.int64]))
+        tokens = [scalar(v) for v in values]
     elif kind == "ndarray":
         source = draw(st.sampled_from([dtype, np.int64])) if fits_int64 else dtype
         tokens = np.array(values, dtype=source)
@@ -238,7 +239,7 @@ def test_save_tokens_is_atomic(sub, limit, count):
 @given(dtype=token_dtypes(), data=st.data(), default_dtype=st.booleans(), as_str=st.booleans())
 def test_load_tokens(sub, dtype, data, default_dtype, as_str):
     """load_tokens returns a read-only np.memmap of the file's values, little-endian whatever byte order dtype spells;
-    an empty or ragged file or a float dtype raises ValueError, a missing file FileNotFoundError; a str that names no
+    an empty or ragged file or a dtype that is not an integer dtype raises ValueError, a missing file FileNotFoundError; a str that names no
     dtype is refused."""
     dtype = np.dtype(dtype)
     use_default = default_dtype and dtype == np.uint16
@@ -272,10 +273,13 @@ def test_load_tokens(sub, dtype, data, default_dtype, as_str):
             f"({len(ragged)} is not a multiple of {dtype.itemsize})")
     raised = driver.load(sub, b"", None if use_default else dtype).raised
     assert refused(raised), f"data.load_tokens(an empty file{spelled}) {raised_text(raised)}, expected ValueError"
-    floats = np.dtype(data.draw(st.sampled_from([np.float16, np.float32, np.float64]), label="float dtype"))
-    raised = driver.load(sub, content[: len(content) // floats.itemsize * floats.itemsize] or b"\0" * 8, floats).raised
-    assert refused(raised), (f"data.load_tokens(a file of tokens, dtype=np.{floats.name}) {raised_text(raised)}, "
-                             "expected ValueError: a token file holds integers")
+    # Every dtype that is not an integer dtype: floats, which numpy could map, and bools and complex numbers too.
+    other = np.dtype(data.draw(st.sampled_from([np.float16, np.float32, np.float64, np.bool_, np.complex64]),
+                               label="other dtype"))
+    raised = driver.load(sub, content[: len(content) // other.itemsize * other.itemsize] or b"\0" * 8, other).raised
+    assert refused(raised), (f"data.load_tokens(a file of tokens, dtype=np.{other.name}) {raised_text(raised)}, "
+                             "expected ValueError: a token file holds integers, and a dtype that is not an integer "
+                             "dtype is refused")
     with driver.Folder(sub) as folder:  # a wrong type: ValueError, or TypeError as np.dtype raises for it
         refused_or_as_for(sub, "data.load_tokens", (folder.write("tokens.bin", content), "not a dtype"))
         raised = sub.attempt("data.load_tokens", folder.path("missing.bin"))
@@ -288,16 +292,18 @@ def test_load_tokens(sub, dtype, data, default_dtype, as_str):
 # The judge seeds the worker's RNGs (or builds the generator there) and checks every row against
 # the tokens it owns; nothing but the submission's get_batch runs in the worker.
 
-@pytest.mark.rule("P6.batch-int64", "P6.batch-y-shifted", "P6.batch-counts")
+@pytest.mark.rule("P6.batch-int64", "P6.batch-y-shifted", "P6.batch-counts", "P6.batch-device")
 @pytest.mark.points(1)
-@given(case=batch_cases(), seed=st.integers(0, 2**32 - 1))
-def test_batches_are_windows_with_shifted_targets(sub, case, seed):
-    """x rows are real windows tokens[s:s+L], y the same windows shifted by one; int64 (B, L) on the CPU."""
+@given(case=batch_cases(), seed=st.integers(0, 2**32 - 1),
+       device=st.sampled_from(["cpu", torch.device("cpu"), "cpu:0", torch.device("cpu", 0)]))
+@example(case=(np.arange(50, dtype=np.uint16), 3, 5, False, False), seed=0, device=torch.device("cpu"))
+def test_batches_are_windows_with_shifted_targets(sub, case, seed, device):
+    """x rows are real windows tokens[s:s+L], y the same windows shifted by one; int64 (B, L) on the CPU, the device a str or a torch.device."""
     tokens, batch, length, as_file, floats = case
     b, l = (float(batch), float(length)) if floats else (batch, length)
-    [got] = driver.seeded_batches(sub, tokens, b, l, [seed], as_file=as_file, devices=True)
+    [got] = driver.seeded_batches(sub, tokens, b, l, [seed], as_file=as_file, devices=True, device=device)
     what = (f"data.get_batch({'np.memmap' if as_file else 'array'} of {len(tokens)} {tokens.dtype} tokens, {b!r}, {l!r}, "
-            "'cpu', rng)")
+            f"{device!r}, rng)")
     driver.check_windows(tokens, got.value, batch, length, what)
     assert all(d == "cpu" for d in got.devices), f"{what} returned tensors on {list(got.devices)}, expected the CPU"
 
