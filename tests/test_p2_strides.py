@@ -256,6 +256,8 @@ def test_view_strides_examples(strides):
     # The lecture: a transposed matrix cannot be viewed flat (.contiguous() copies first).
     check_equal(strides.view_strides, (4, 4), (1, 4), (16,), expected=None)
     check_equal(strides.view_strides, (2, 3, 4), (24, 8, 2), (6, 4), expected=(8, 2))
+    check_equal(strides.view_strides, (2, 3, 4), (2400, 800, 200), (6, 4), expected=(800, 200),
+                why="strides in the thousands: dims 0 and 1 merge because 2400 == 3 * 800 (compare values, with ==)")
     check_equal(strides.view_strides, (2, 3), (1, 2), (3, 2), expected=None, why="transposed: no view regroups it")
     check_equal(strides.view_strides, (6,), (2,), (2, 1, 3), expected=(6, 6, 2),
                 why="a new size-1 dim takes the stride of the dims around it")
@@ -264,6 +266,7 @@ def test_view_strides_examples(strides):
 @pytest.mark.rule("P2.view-refuses")
 def test_view_strides_rejects_bad_shapes(strides):
     check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (5, 3), why="15 elements for a tensor of 16")
+    check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (3, 6), why="18 elements for a tensor of 16")
     check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (5, -1), why="no whole size fills in the -1")
     check_raises(ValueError, strides.view_strides, (4, 4), (4, 1), (-1, -1), why="at most one -1")
     check_raises(ValueError, strides.view_strides, (0, 3), (3, 1), (0, -1), why="a -1 beside 0 cannot be inferred")
