@@ -155,6 +155,20 @@ def test_round_trip_restores_model_optimizer_and_iteration(checkpoint, tmp_path)
                "param_groups (the lr the saved run had reached, 3e-3, not the fresh optimizer's 1e-2)", LOAD)
 
 
+@pytest.mark.rule("P7.restores-optimizer")
+def test_a_checkpoint_before_the_first_step_restores_the_hyperparameters(checkpoint, tmp_path):
+    model, optimizer = make_run()
+    optimizer.param_groups[0]["lr"] = 3e-3  # set before any step: the optimizer has no state yet
+    path = tmp_path / "ckpt.pt"
+    call(checkpoint.save_checkpoint, model, optimizer, 0, path)
+    fresh_model, fresh_optimizer = make_run(seed=99)  # built with lr=1e-2
+    got = check_equal(loading(checkpoint.load_checkpoint), path, fresh_model, fresh_optimizer, expected=0)
+    check_true(same_state(fresh_optimizer.state_dict(), optimizer.state_dict()),
+               f"{LOAD}({path.name}, ..., fresh optimizer) of a checkpoint saved before the first step", got,
+               "the fresh optimizer's state_dict equal to the saved one's: no state yet, and its param_groups (lr "
+               "3e-3, not the fresh optimizer's 1e-2): load_state_dict restores both, whatever the state holds", LOAD)
+
+
 @pytest.mark.rule("P7.returns-iteration")
 def test_path_may_be_a_string_and_iteration_a_whole_float(checkpoint, tmp_path):
     model, optimizer = trained_run(1)

@@ -134,12 +134,13 @@ def save_and_reload(sub, fresh, point: drive.SavePoint, scramble: int = 12345) -
 @pytest.mark.points(1)
 def test_model_and_optimizer_state_restored(sub, fresh):
     """load_checkpoint restores parameters, buffers and the optimizer's state into a fresh model"""
-    for optimizer in ("adamw", "sgd_momentum", "adagrad"):
-        point = drive.save_point(optimizer, warmup=3)  # expected: the judge's own run at the save
+    # Saved after 3 steps, and before the first one (no state yet, a decayed lr all the same).
+    for optimizer, warmup in (("adamw", 3), ("sgd_momentum", 3), ("adagrad", 3), ("adamw", 0)):
+        point = drive.save_point(optimizer, warmup=warmup)  # expected: the judge's own run at the save
         data, iteration, model, loaded = save_and_reload(sub, fresh, point)
         check_holds(data, f"{SAVE}(model, {optimizer}, {ITERATION}, path)", model=point.model,
                     optimizer=point.optimizer, iteration=ITERATION)
-        what = f"{LOAD}(path, fresh_model, fresh_{optimizer}) after 3 training steps, in a fresh process"
+        what = f"{LOAD}(path, fresh_model, fresh_{optimizer}) after {warmup} training steps, in a fresh process"
         assert iteration == ITERATION and type(iteration) is int, (
             f"{what} returned {outcome(iteration)}, expected the saved iteration {ITERATION}")
         bad = checkpoint_file.differing(point.model, drive.model_state(fresh.sub, model))
