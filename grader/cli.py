@@ -222,9 +222,10 @@ def _mutate(sub: argparse._SubParsersAction) -> Callable[..., int]:
     parser.add_argument("--jobs", type=arguments.jobs, default=defaults["jobs"], help="mutants graded at once (local workers)")
     parser.add_argument("--work", type=arguments.output_folder, default=defaults["work"],
                         help="sessions live here (resumable)")
-    parser.add_argument("--suite", choices=importlib.import_module("grader.selfproof.mutation").SUITES, default=defaults["suite"],
+    mutation = importlib.import_module("grader.selfproof.mutation")
+    parser.add_argument("--suite", choices=mutation.SUITES, default=defaults["suite"],
                         help="the tests a mutant must fail: the graded hidden suites, or the public tests students run")
-    return lambda a: importlib.import_module("grader.selfproof.mutation").main(
+    return lambda a: mutation.main(
         problems=a.problems, sample=a.sample, seed=a.seed, jobs=a.jobs, work=a.work, suite=a.suite)
 
 

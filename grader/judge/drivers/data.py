@@ -114,7 +114,7 @@ def interrupted_renames(sub: Submission) -> Iterator[Callable[[], int]]:
             holding(sub.lib("unittest.mock.Mock", side_effect=interrupt)) as renames:
         originals = [(os_module, name, os_module.get(name, keep=True)) for name in RENAMES]
         originals += [(data_module, alias, data_module.get(alias, keep=True))
-                      for _, name, function in list(originals) for alias in names_bound_to(sub, data_module, function)]
+                      for _, _, function in list(originals) for alias in names_bound_to(sub, data_module, function)]
         try:
             for module, name, _ in originals:
                 module.set(name, renames)
