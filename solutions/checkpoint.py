@@ -110,8 +110,9 @@ def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, it
     its current position and left open). RNG states saved: torch's CPU generator, every CUDA
     device's generator when CUDA is available, numpy's global RNG and Python's ``random``.
     To a path the write is atomic: a temporary file in the same directory is written, flushed
-    to disk and renamed over ``out``; if anything fails the temporary file is removed, the
-    exception propagates and the previous checkpoint at ``out`` is untouched.
+    to disk and renamed over ``out``; if anything fails or interrupts it (an exception,
+    ``KeyboardInterrupt`` too) the temporary file is removed, the exception propagates and the
+    previous checkpoint at ``out`` is untouched.
 
     ``iteration`` is a count (an int, or a whole-number float; 2**63 or more is not graded).
     Each extra must load with ``torch.load(weights_only=True)``: a tensor, a Python

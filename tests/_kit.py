@@ -185,6 +185,33 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                  section_of(fn), where=student_frames(fn, exc))
 
 
+def call_interrupted_in_rename(module: Any, fn: Callable[..., Any], *args: Any) -> tuple[BaseException | None, int]:
+    """Call ``fn(*args)`` while ``os.replace``, ``os.rename`` and every global of ``module`` bound to one of them
+    (``from os import replace``) raise KeyboardInterrupt, as Ctrl-C would as the temporary file is renamed: what
+    it raised (None if it returned) and how many renames it tried (0: it moved the file some other way)."""
+    renames: list[tuple] = []
+
+    def interrupt(*rename_args: Any, **kwargs: Any) -> None:
+        renames.append(rename_args)
+        raise KeyboardInterrupt("Ctrl-C as the temporary file is renamed")
+
+    originals = {(os, name): getattr(os, name) for name in ("replace", "rename")}
+    originals |= {(module, name): value for name, value in vars(module).items()
+                  if any(value is original for original in list(originals.values()))}
+    try:
+        for (owner, name) in originals:
+            setattr(owner, name, interrupt)
+        fn(*args)
+    except NotImplementedError as exc:
+        not_implemented(fn, args, {}, exc)
+    except BaseException as exc:  # noqa: BLE001 - the interrupt, or whatever replaced it
+        return exc, len(renames)
+    finally:
+        for (owner, name), original in originals.items():
+            setattr(owner, name, original)
+    return None, len(renames)
+
+
 def largest_difference(got: torch.Tensor, want: torch.Tensor) -> tuple[tuple[int, ...], float, float]:
     """Where two same-shaped tensors differ most: (index, got there, wanted there), as plain numbers."""
     difference = (got.detach().cpu().double() - want.detach().cpu().double()).abs()

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from _kit import call, check_raises, check_true, complain, describe_call, not_implemented, student_frames
+from _kit import call, call_interrupted_in_rename, check_raises, check_true, complain, describe_call, not_implemented, student_frames
 
 SAVE, LOAD, BATCH = "data.save_tokens", "data.load_tokens", "data.get_batch"
 DTYPES = [np.uint16, np.uint32, np.int32, np.int64, np.uint8]
@@ -237,31 +237,12 @@ def test_save_tokens_keeps_its_temporary_file_beside_path(data, tmp_path, monkey
 
 
 @pytest.mark.rule("P6.save-atomic")
-def test_save_tokens_interrupted_leaves_no_file(data, tmp_path, monkeypatch):
+def test_save_tokens_interrupted_leaves_no_file(data, tmp_path):
     """A KeyboardInterrupt as the temporary file is renamed over path propagates; the folder is as it was."""
     path = tmp_path / "tokens.bin"
     path.write_bytes(b"previous tokens")
-    renames = []
-
-    def interrupt(*args: Any, **kwargs: Any) -> None:
-        renames.append(args)
-        raise KeyboardInterrupt("Ctrl-C as the temporary file is renamed")
-
-    renaming = (os.replace, os.rename)
-    for name in [name for name, value in vars(data).items() if any(value is f for f in renaming)]:
-        monkeypatch.setattr(data, name, interrupt)  # bound at import: from os import replace
-    monkeypatch.setattr(os, "replace", interrupt)
-    monkeypatch.setattr(os, "rename", interrupt)
+    raised, renames = call_interrupted_in_rename(data, data.save_tokens, [1, 2, 3], path)
     what = f"{SAVE}([1, 2, 3], {path.name}) over an existing file, interrupted (KeyboardInterrupt) in os.replace"
-    raised = None
-    try:
-        data.save_tokens([1, 2, 3], path)
-    except NotImplementedError as exc:
-        not_implemented(data.save_tokens, ([1, 2, 3], path), {}, exc)
-    except BaseException as exc:  # noqa: BLE001 - the interrupt, or whatever replaced it
-        raised = exc
-    finally:
-        monkeypatch.undo()
     if not renames:
         return  # the file was moved some other way: nothing here interrupted it
     hint = ("remove the temporary file on any exception, KeyboardInterrupt too (except BaseException, or "

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import _kit
 from _by_name import described
-from _kit import call, check_equal, check_raises, check_true, describe_call, not_implemented
+from _kit import call, call_interrupted_in_rename, check_equal, check_raises, check_true, describe_call, not_implemented
 
 SAVE = "checkpoint.save_checkpoint"
 LOAD = "checkpoint.load_checkpoint"
@@ -419,6 +419,22 @@ def test_failed_save_leaves_no_temporary_file(checkpoint, previous, monkeypatch)
     save_failing_half_way(checkpoint, path, monkeypatch)
     check_true(os.listdir(path.parent) == ["ckpt.pt"], FAILING.format(SAVE, path.name),
                sorted(os.listdir(path.parent)), "['ckpt.pt']: remove the temporary file when the save fails", SAVE)
+
+
+@pytest.mark.rule("P7.save-error-propagates", "P7.save-keeps-previous", "P7.save-no-temp-file")
+def test_interrupted_save_leaves_only_the_previous_checkpoint(checkpoint, previous):
+    path, before = previous
+    raised, renames = call_interrupted_in_rename(checkpoint, checkpoint.save_checkpoint, *trained_run(1), 2, path)
+    if not renames:
+        return  # the file was moved some other way: nothing here interrupted it
+    what = f"{SAVE}(..., {path.name}) over a checkpoint, interrupted (KeyboardInterrupt) in os.replace"
+    hint = ("remove the temporary file on any exception, KeyboardInterrupt too (except BaseException, or "
+            "try/finally), and re-raise it")
+    check_true(isinstance(raised, KeyboardInterrupt), what,
+               "returned normally" if raised is None else f"raised {described(raised)}",
+               "the KeyboardInterrupt, propagated", SAVE, hint=hint)
+    check_true(os.listdir(path.parent) == ["ckpt.pt"] and path.read_bytes() == before, what,
+               sorted(os.listdir(path.parent)), "['ckpt.pt'], the previous checkpoint byte for byte", SAVE, hint=hint)
 
 
 @pytest.mark.rule("P7.save-no-temp-file")

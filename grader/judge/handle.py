@@ -15,7 +15,7 @@ submission's own code.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, TypeVar
@@ -370,6 +370,16 @@ class Submission:
     def _import_hint(self) -> str:
         error = self.backend.import_error
         return f" (note: importing your package failed: {error})" if error else ""
+
+
+@contextmanager
+def holding(remote: Remote) -> Iterator[Remote]:
+    """Release ``remote`` in the worker when the block ends (a worker that is gone holds nothing)."""
+    try:
+        yield remote
+    finally:
+        with suppress(StudentError):
+            remote.release()
 
 
 class Remote:

@@ -26,23 +26,13 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from ..handle import Remote, StudentError, Submission
-from ...paths import PACKAGE
+from ..handle import Remote, StudentError, Submission, holding
 from ...wire import Raised
 from .folder import Folder
+from .renames import interrupted_renames
 
 MiB = 1 << 20
 T = TypeVar("T")
-
-
-@contextlib.contextmanager
-def holding(remote: Remote) -> Iterator[Remote]:
-    """Release ``remote`` in the worker when the block ends (a worker that is gone holds nothing)."""
-    try:
-        yield remote
-    finally:
-        with contextlib.suppress(StudentError):
-            remote.release()
 
 
 def library(sub: Submission, target: str, *args: Any, **kwargs: Any) -> Any:
@@ -86,46 +76,6 @@ def system_temp_folder(sub: Submission, path: str | None) -> Iterator[None]:
                 module.set("tempdir", previous)
 
 
-RENAMES = ("replace", "rename")  # the os functions that move a file over another
-
-
-def names_bound_to(sub: Submission, module: Remote, value: Remote) -> list[str]:
-    """The names of ``module``'s globals that are ``value`` itself (``from os import replace`` binds one to
-    ``os.replace``), told apart in the worker by identity: only names and bools cross back."""
-    with holding(sub.lib("builtins.vars", module)) as namespace, \
-            holding(sub.lib("importlib.import_module", "operator")) as operator_module, \
-            holding(operator_module.get("is_", keep=True)) as is_, \
-            holding(sub.lib("functools.partial", is_, value)) as is_value, \
-            holding(namespace.call("values", keep=True)) as values, \
-            holding(sub.lib("builtins.map", is_value, values)) as hits, \
-            holding(sub.lib("builtins.list", hits)) as same, \
-            holding(sub.lib("builtins.list", namespace)) as names:
-        return [name for name, hit in zip(names.read(), same.read()) if hit]
-
-
-@contextlib.contextmanager
-def interrupted_renames(sub: Submission) -> Iterator[Callable[[], int]]:
-    """While the block runs, the worker's ``os.replace`` and ``os.rename``, and every global of ``data`` bound to
-    one of them (``from os import replace``), raise KeyboardInterrupt (a ``unittest.mock.Mock`` built there, as
-    Ctrl-C would at that moment); yields a function that reads how many calls they got."""
-    with holding(sub.lib("importlib.import_module", "os")) as os_module, \
-            holding(sub.lib("importlib.import_module", f"{PACKAGE}.data")) as data_module, \
-            holding(sub.lib("builtins.KeyboardInterrupt", "interrupted as the file is renamed")) as interrupt, \
-            holding(sub.lib("unittest.mock.Mock", side_effect=interrupt)) as renames:
-        originals = [(os_module, name, os_module.get(name, keep=True)) for name in RENAMES]
-        originals += [(data_module, alias, data_module.get(alias, keep=True))
-                      for _, _, function in list(originals) for alias in names_bound_to(sub, data_module, function)]
-        try:
-            for module, name, _ in originals:
-                module.set(name, renames)
-            yield lambda: renames.get("call_count")
-        finally:
-            with contextlib.suppress(StudentError):
-                for module, name, original in originals:
-                    module.set(name, original)
-                    original.release()
-
-
 def _dtype_kwargs(dtype: Any) -> dict:
     """``dtype=`` as an ``np.dtype`` (a scalar type such as ``np.uint8`` crosses the wire as one anyway), or as
     the str that spells it."""
@@ -157,7 +107,7 @@ def save_interrupted(sub: Submission, tokens: Any, existing: bytes) -> tuple[Rai
     folder holds afterwards, and how many times the interrupted renames were called."""
     with Folder(sub) as folder:
         path = folder.write("tokens.bin", existing)
-        with interrupted_renames(sub) as renames:
+        with interrupted_renames(sub, "data") as renames:
             result = sub.attempt("data.save_tokens", tokens, path)
             calls = renames()
         return (result if isinstance(result, Raised) else None), folder.files(), calls

@@ -30,6 +30,7 @@ from grader import wire
 from grader.judge.drivers import checkpoint as drive
 from grader.judge.drivers import checkpoint_file
 from grader.judge.drivers.folder import Folder
+from grader.judge.drivers.renames import interrupted_renames
 from grader.judge.drivers.checkpoint_values import extras, iterations
 from grader.judge.drivers.answers import same, shown
 
@@ -316,7 +317,7 @@ def test_unsafe_extras_refused_before_writing(sub):
 @pytest.mark.rule("P7.save-error-propagates", "P7.save-keeps-previous", "P7.save-no-temp-file")
 @pytest.mark.points(1)
 def test_failed_save_is_atomic(sub, fresh):
-    """A save that fails half-way leaves the previous checkpoint intact and no temporary file"""
+    """A save that fails half-way, or is interrupted, leaves the previous checkpoint intact and no temporary file"""
     model, optimizer = drive.build_run(sub, "adamw")
     with Folder(sub, "atomic") as folder:
         path = folder.path("ckpt.pt")
@@ -345,6 +346,17 @@ def test_failed_save_is_atomic(sub, fresh):
         loaded = fresh.sub.attempt(LOAD, fresh.path(after), *drive.build_run(fresh.sub, "adamw"))
         assert loaded == 1, (f"{LOAD}('ckpt.pt', ...) in a fresh process after the failed save returned "
                              f"{outcome(loaded)}, expected 1")
+        with interrupted_renames(sub, "checkpoint") as renames:
+            interrupted = sub.attempt(SAVE, model, optimizer, 2, path)
+            moved = renames()
+        if moved:  # a file moved some other way is not interrupted here
+            files, intact = folder.listing(), folder.read("ckpt.pt", len(before) + 1) == before
+            assert isinstance(interrupted, wire.Raised) and interrupted.is_a(KeyboardInterrupt) and intact \
+                and files == ["ckpt.pt"], (
+                f"{SAVE}(model, optimizer, 2, 'ckpt.pt') interrupted (KeyboardInterrupt) in os.replace gave "
+                f"{shown(interrupted)} and left {files} (previous checkpoint intact: {intact}), expected the "
+                "KeyboardInterrupt to propagate and only the previous 'ckpt.pt', intact: remove the temporary file on "
+                "any exception, KeyboardInterrupt too (except BaseException, or try/finally), and re-raise it")
         third = sub.attempt(SAVE, model, optimizer, 3, path)
         check_no_raise(third, f"{SAVE}(model, optimizer, 3, 'ckpt.pt') after the failure")
         files = folder.listing()
