@@ -131,8 +131,9 @@ def time_matmul(m: int | float, k: int | float, n: int | float, dtype: torch.dty
                 repeats: int | float = 10) -> float:
     """Mean wall-clock seconds of one (m x k) @ (k x n) product in ``dtype`` on ``device``.
 
-    Measured properly: a few warm-up products first (the first call pays for library
-    initialization and kernel selection), then ``repeats`` products timed together, and on
+    Measured properly: the inputs drawn once [P4.time-matmul-inputs], a few warm-up products
+    first (the first call pays for library initialization and kernel selection), then ``repeats``
+    products of those inputs timed together, and on
     CUDA ``torch.cuda.synchronize`` before starting and before stopping the clock (kernels run
     asynchronously: without it you time the launches, not the work) [P4.time-matmul-sync].
     ``dtype`` is float16, bfloat16, float32 or float64; ``repeats`` >= 1.

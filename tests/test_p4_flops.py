@@ -289,6 +289,21 @@ def test_time_matmul_is_the_mean_of_one_product_on_cpu(flops, one_thread):
                    "flops.time_matmul", hint=timing_hint(got, one_product, seconds, CPU_REPEATS))
 
 
+@pytest.mark.rule("P4.time-matmul-inputs")
+def test_time_matmul_draws_its_inputs_once(flops):
+    next_draws = {}
+    for repeats in (1, 9):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            call(flops.time_matmul, 16, 16, 16, torch.float32, "cpu", repeats=repeats)
+            next_draws[repeats] = torch.rand(4)
+    check_true(torch.equal(next_draws[1], next_draws[9]),
+               "torch.manual_seed(0); flops.time_matmul(16, 16, 16, torch.float32, 'cpu', repeats=1), then the same "
+               "with repeats=9", "torch's generator left at different points: the call with more repeats drew more "
+               "random numbers", "the same random numbers drawn whatever repeats is", "flops.time_matmul",
+               hint="draw the inputs once, before the clock starts, and multiply those same tensors in the timed loop")
+
+
 @pytest.mark.rule("P4.time-matmul-refuses")
 @pytest.mark.parametrize("args, repeats", [
     ((8, 8, 8, torch.float32), 0), ((8, 8, 8, torch.float32), -1), ((8, 8, 8, torch.float32), 2.5),

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from grader.judge.drivers.flops import GpuWork, Rounds, gpu_work, timed_rounds
+from grader.judge.handle import holding
 from grader.judge.hidden._contract import answers, refused_or_as_for
 
 H100_BF16_PEAK = 989.5e12  # dense bf16 FLOP/s (the 1979e12 of the spec sheet assumes 2:4 sparsity)
@@ -458,10 +459,10 @@ def test_time_matmul_on_cpu_agrees_with_an_independent_timing(sub):
     assert_follows_pauses(found, call)
 
 
-@pytest.mark.rule("P4.time-matmul")
+@pytest.mark.rule("P4.time-matmul", "P4.time-matmul-inputs")
 @pytest.mark.points(1)
 def test_time_matmul_is_the_mean_of_one_product(sub):
-    """time_matmul returns the time of one product (the mean), whatever repeats is, in every listed dtype"""
+    """time_matmul returns the time of one product (the mean) of inputs drawn once, whatever repeats is, in every listed dtype"""
     n, few, many = CPU_SIZE, 2, 64.0
     # Every listed dtype, the device as a str or a torch.device: small products, positive seconds.
     for dtype in TIMED_DTYPES:
@@ -470,6 +471,18 @@ def test_time_matmul_is_the_mean_of_one_product(sub):
             assert isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and seconds > 0, (
                 f"flops.time_matmul(16, 16, 16, {dtype}, {device!r}, repeats=2) returned {seconds!r}, expected positive "
                 "seconds (dtype float16, bfloat16, float32 or float64; device a str or a torch.device)")
+    # The inputs drawn once: after calls with different repeats, torch's generator is at the same point.
+    next_draws = {}
+    for repeats in (1, 9):
+        sub.lib("torch.manual_seed", 0).release()
+        sub.call("flops.time_matmul", 16, 16, 16, torch.float32, "cpu", repeats=repeats)
+        with holding(sub.lib("torch.rand", 4)) as draws:
+            next_draws[repeats] = draws.read()
+    assert torch.equal(next_draws[1], next_draws[9]), (
+        "torch.manual_seed(0); flops.time_matmul(16, 16, 16, torch.float32, 'cpu', repeats=1), then the same with "
+        "repeats=9, left torch's generator at different points: the call with more repeats drew more random numbers; "
+        "expected the inputs drawn once, before the clock starts, and the timed products to reuse them, as rule "
+        "[P4.time-matmul-inputs] says")
     rounds = {repeats: cpu_timings(sub, repeats) for repeats in (few, many)}
     for repeats, found in rounds.items():
         assert_ran_for_real(found, f"flops.time_matmul({n}, {n}, {n}, torch.float32, 'cpu', repeats={repeats!r})",
