@@ -517,18 +517,20 @@ def test_parameters_are_updated_in_place(optim, name):
 
 
 @pytest.mark.rule("P5.grad-untouched")
+@pytest.mark.parametrize("weight_decay", [0.5, 0.0])
 @pytest.mark.parametrize("name", CASES)
-def test_weight_decay_leaves_p_grad_alone(optim, name):
+def test_step_leaves_p_grad_alone(optim, name, weight_decay):
     attr, _, extra = CASES[name]
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5]))
-    optimizer = call(getattr(optim, attr), [p], lr=0.1, weight_decay=0.5, **extra)
+    optimizer = call(getattr(optim, attr), [p], lr=0.1, weight_decay=weight_decay, **extra)
     for step in (1, 2):
         p.grad = torch.tensor([0.3, -0.2, 0.1])
         call(optimizer.step)
         check_true(torch.equal(p.grad, torch.tensor([0.3, -0.2, 0.1])),
-                   f"{attr}([p], lr=0.1, weight_decay=0.5).step() with p.grad = [0.3, -0.2, 0.1] (step {step})",
-                   f"p.grad = {p.grad.tolist()} after the step", "p.grad unchanged", f"optim.{attr}",
-                   hint="g = p.grad.add(p, alpha=wd) makes a new tensor; p.grad.add_(...) changes p.grad")
+                   f"{attr}([p], lr=0.1, weight_decay={weight_decay}).step() with p.grad = [0.3, -0.2, 0.1] "
+                   f"(step {step})", f"p.grad = {p.grad.tolist()} after the step", "p.grad unchanged", f"optim.{attr}",
+                   hint="g = p.grad.add(p, alpha=wd) makes a new tensor; p.grad.add_(...) changes p.grad, and so "
+                   "does any in-place op on g while g is still p.grad (no weight decay)")
 
 
 @pytest.mark.rule("P5.closure")

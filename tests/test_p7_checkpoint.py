@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import io
+import math
 import os
 import pickle
 import random
@@ -93,7 +95,7 @@ def same_state(a: dict, b: dict) -> bool:
         return type(a) is type(b) and len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-    return a == b
+    return a == b or (type(a) is type(b) is float and math.isnan(a) and math.isnan(b))
 
 
 def trained_run(steps: int = 3, batch_norm: bool = False) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -179,7 +181,7 @@ def test_path_may_be_a_string_and_iteration_a_whole_float(checkpoint, tmp_path):
 
 
 @pytest.mark.rule("P7.iteration-count")
-@pytest.mark.parametrize("bad", [-1, 2.5])
+@pytest.mark.parametrize("bad", [-1, 2.5, float("inf"), float("nan")])
 def test_bad_iteration_raises_and_writes_nothing(checkpoint, tmp_path, bad):
     path = tmp_path / "ckpt.pt"
     check_raises(ValueError, checkpoint.save_checkpoint, *trained_run(1), bad, path)
@@ -245,15 +247,19 @@ def test_exact_resume_is_bit_identical(checkpoint, tmp_path):
 
 
 @pytest.mark.rule("P7.file-object-out")
-def test_save_to_a_file_object_at_its_position(checkpoint):
-    buffer = io.BytesIO()
-    buffer.write(b"HEADER")
-    call(checkpoint.save_checkpoint, *trained_run(2), 5, buffer)
-    what = f"{SAVE}(..., BytesIO holding b'HEADER')"
-    check_true(not buffer.closed, what, "a closed buffer", "the buffer left open: it belongs to the caller", SAVE)
-    content = buffer.getvalue()
+@pytest.mark.parametrize("kind", ["BytesIO", "open file"])
+def test_save_to_a_file_object_at_its_position(checkpoint, tmp_path, kind):
+    with (io.BytesIO() if kind == "BytesIO" else open(tmp_path / "ckpt.pt", "w+b")) as buffer:
+        buffer.write(b"HEADER")
+        call(checkpoint.save_checkpoint, *trained_run(2), 5, buffer)
+        what = f"{SAVE}(..., {kind} holding b'HEADER')"
+        check_true(not buffer.closed, what, f"a closed {kind}", f"the {kind} left open: it belongs to the caller",
+                   SAVE)
+        buffer.seek(0)
+        content = buffer.read()
     check_true(content.startswith(b"HEADER") and len(content) > 6, what, content[:12],
-               "b'HEADER' kept and the checkpoint written after it (at the buffer's current position)", SAVE)
+               f"b'HEADER' kept and the checkpoint written after it (at the {kind}'s current position)", SAVE,
+               hint="any writable binary file object (an open file too, not only BytesIO) is written to as it is")
 
 
 @pytest.mark.rule("P7.load-from-position")
@@ -275,7 +281,7 @@ def test_load_from_a_file_object_at_its_position(checkpoint):
 def test_extras_round_trip(checkpoint, tmp_path):
     extras = {"loss": 2.5, "tokens_seen": 123456, "done": False, "name": "run-7", "nothing": None,
               "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3], 0: "an int key"},
-              "ema": torch.arange(4.0)}
+              "ema": torch.arange(4.0), "inf": float("inf"), "nan": [float("nan"), -float("inf")]}
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, *trained_run(1), 1, path, **extras)
     got = call(loading(checkpoint.load_checkpoint_extras), path)
@@ -333,7 +339,8 @@ class Steps(list):
 @pytest.mark.rule("P7.extras-refused")
 @pytest.mark.parametrize("bad", [np.float64(1.0), np.int64(3), np.zeros(3), {1, 2}, [1, object()],
                                  {"deep": (1, np.float32(2.0))}, {np.int64(1): "a numpy key"}, Point(1, 2),
-                                 {"nested": [Steps([1, 2])]}],
+                                 {"nested": [Steps([1, 2])]}, collections.Counter("ab"),
+                                 collections.defaultdict(list, a=[1]), collections.OrderedDict(a=1)],
                          ids=lambda bad: re.sub(r" at 0x[0-9a-f]+", "", repr(bad)))  # the same ids in every process
 def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
     model, optimizer = trained_run(1)

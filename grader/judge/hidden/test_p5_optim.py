@@ -324,6 +324,8 @@ def test_state_keys_hold_torchs_values(sub, case, seed):
 @pytest.mark.points(1)
 @settings(max_examples=6)
 @given(case=kinds_with_decay(), seed=st.integers(0, 2**31 - 1))
+@example(case=("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.0}), seed=1)  # g is p.grad itself until
+@example(case=("AdaGrad", {"lr": 0.1, "weight_decay": 0.0}), seed=2)  # a new tensor is made
 def test_updates_in_place_leaving_p_grad_alone(sub, case, seed):
     """step updates each parameter in its own memory (data_ptr unchanged) and leaves p.grad as the caller set it."""
     kind, hyper = case
