@@ -240,6 +240,23 @@ def test_skipped_says_whether_the_scaler_stepped(amp, poison):
                "compare the scale before and after update()")
 
 
+@pytest.mark.rule("P8.grad-norm")
+@pytest.mark.parametrize("with_scaler", [True, False], ids=["scaler", "no scaler"])
+@pytest.mark.parametrize("poison", ["inf", "nan"])
+def test_grad_norm_of_a_non_finite_gradient_is_not_finite(amp, poison, with_scaler):
+    model, batch = make_model(), make_batch()
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0) if with_scaler else None
+    model[0].weight.register_hook(lambda grad: torch.full_like(grad, float(poison)))
+    got = call(amp.train_step, model, batch, F.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1), scaler=scaler,
+               max_grad_norm=1.0)
+    norm = got["grad_norm"]
+    check_true(isinstance(norm, float) and not math.isfinite(norm),
+               f"{STEP}(..., scaler={'GradScaler' if with_scaler else 'None'}, max_grad_norm=1.0) with an {poison} "
+               "gradient", got, "grad_norm the float clip_grad_norm_ returned (inf or nan here), whether or not the "
+               "step is then skipped", STEP, hint="with max_grad_norm, grad_norm is always the norm clip_grad_norm_ "
+               "returns; None only when no max_grad_norm is given")
+
+
 @pytest.mark.rule("P8.skipped", "P8.scaler-step-update")
 @pytest.mark.parametrize("max_grad_norm", [None, 1.0])
 @pytest.mark.parametrize("poison", ["inf", "nan"])

@@ -171,12 +171,13 @@ def test_clipping_is_applied_to_unscaled_gradients(sub, setup, scaler, fraction,
             "parameters of every group of optimizer.param_groups, not model.parameters() nor the first group's alone")
 
 
-@pytest.mark.rule("P8.skipped", "P8.scaler-step-update", "P8.grads-none")
+@pytest.mark.rule("P8.skipped", "P8.scaler-step-update", "P8.grads-none", "P8.grad-norm")
 @pytest.mark.points(1)
 @settings(max_examples=10)
 @given(setup=setups(), poison=st.sampled_from(["inf", "nan"]), k=st.integers(1, 24),
        precision=st.sampled_from(["fp32", "bf16", "fp16"]), max_grad_norm=st.none() | st.just(1.0))
 @example(setup=(0, 8, 8), poison="nan", k=10, precision="fp32", max_grad_norm=None)  # the scaler skips on NaN too
+@example(setup=(1, 8, 8), poison="inf", k=10, precision="fp32", max_grad_norm=1.0)  # a skipped step's norm is inf
 def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, max_grad_norm):
     """An inf/NaN gradient: skipped True, parameters unchanged, scale halved; a normal step (even one that grows the scale) is not skipped; without a scaler nothing is skipped"""
     seed, width, n = setup
@@ -186,6 +187,11 @@ def test_non_finite_gradient_skips_the_step(sub, setup, poison, k, precision, ma
     trainer, results, scales = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, poisons=[poison])
     result = drive.check_result(results[0], call)
     assert result["skipped"] is True, f"{call} returned skipped {result['skipped']!r}, expected True"
+    norm = result["grad_norm"]
+    assert max_grad_norm is None or (isinstance(norm, float) and not math.isfinite(norm)), (
+        f"{call} returned grad_norm {norm!r}, expected the float clip_grad_norm_ returns, inf or nan here: with "
+        "max_grad_norm, grad_norm is that norm whether or not the scaler then skips the step, as rule "
+        "[P8.grad-norm] says")
     diff = max_param_diff(trainer.parameters(), state)
     assert diff == 0, f"{call} changed the parameters by up to {diff:.3g}, expected them unchanged (scaler.step skips)"
     want_scale = oracle_scale(2.0**k, [True])
