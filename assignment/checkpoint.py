@@ -39,12 +39,14 @@ def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, it
     ``iteration`` is a count (an int, or a whole-number float; 2**63 or more is not graded).
     Each extra must load with ``torch.load(weights_only=True)``: a tensor, a Python
     bool/int/float/complex, str, None, or a list, tuple or dict of such values (exact types: numpy
-    scalars and arrays, sets, subclasses and other objects are refused; a tensor subclass such as
-    ``nn.Parameter`` is not graded).
+    scalars and arrays, sets and objects that do not load are refused; a value that loads but is
+    not listed, such as ``nn.Parameter``, bytes or an ``OrderedDict``, is not graded).
 
     Raises:
         ValueError: before anything is written, an extra that would not load with ``weights_only=True``
-            (numpy values, sets, other objects, anywhere inside a container, dict keys included).
+            (numpy values, a namedtuple, a ``collections.defaultdict``, other objects), and a set (a
+            set does load, but it is not on the list above), anywhere inside a container, dict keys
+            included.
             [P7.extras-refused] Before anything is written too, a negative or non-whole ``iteration``.
             [P7.iteration-count]
     """

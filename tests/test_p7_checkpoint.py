@@ -339,8 +339,7 @@ class Steps(list):
 @pytest.mark.rule("P7.extras-refused")
 @pytest.mark.parametrize("bad", [np.float64(1.0), np.int64(3), np.zeros(3), {1, 2}, [1, object()],
                                  {"deep": (1, np.float32(2.0))}, {np.int64(1): "a numpy key"}, Point(1, 2),
-                                 {"nested": [Steps([1, 2])]}, collections.Counter("ab"),
-                                 collections.defaultdict(list, a=[1]), collections.OrderedDict(a=1)],
+                                 {"nested": [Steps([1, 2])]}, collections.defaultdict(list, a=[1])],
                          ids=lambda bad: re.sub(r" at 0x[0-9a-f]+", "", repr(bad)))  # the same ids in every process
 def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
     model, optimizer = trained_run(1)
@@ -348,8 +347,8 @@ def test_unsafe_extra_raises_before_writing(checkpoint, tmp_path, bad):
     call(checkpoint.save_checkpoint, model, optimizer, 1, path)
     before = path.read_bytes()
     check_raises(ValueError, checkpoint.save_checkpoint, model, optimizer, 2, path, bad=bad,
-                 why="extras must load with weights_only=True: numpy values, sets, subclasses of list, tuple or dict "
-                 "(a namedtuple) and other objects do not; test exact types")
+                 why="extras must load with weights_only=True: numpy values, subclasses of list, tuple or dict (a "
+                 "namedtuple, a defaultdict) and other objects do not, and sets are refused too; test exact types")
     check_true(path.read_bytes() == before and os.listdir(tmp_path) == ["ckpt.pt"],
                f"{SAVE}(..., bad={bad!r})", sorted(os.listdir(tmp_path)),
                "the previous checkpoint unchanged and no other file: validate before writing", SAVE)
