@@ -54,7 +54,7 @@ def train_step(model: torch.nn.Module, batch: Batch, loss_fn: LossFn, optimizer:
         ValueError: before the model is touched: an unknown ``precision`` (anything but "fp32",
             "bf16", "fp16"). [P8.unknown-precision] Also "fp16" without a scaler (its gradients would
             underflow). [P8.fp16-needs-scaler] Also a ``max_grad_norm`` that is not a positive number
-            (0, negative numbers and NaN included). [P8.max-grad-norm-positive]
+            (0, negative numbers and NaN included; inf is not graded). [P8.max-grad-norm-positive]
     """
     # BEGIN SOLUTION
     if precision not in _AUTOCAST_DTYPES:
@@ -117,7 +117,7 @@ def train(model: torch.nn.Module, get_batch: Callable[[], Batch], loss_fn: LossF
 
     Raises:
         ValueError: a negative or non-whole ``steps``, and what ``train_step`` rejects (at the first
-            step). [P8.train-steps-count]
+            step; with ``steps = 0``, raising it and returning ``[]`` are both accepted). [P8.train-steps-count]
     """
     # BEGIN SOLUTION
     steps = as_count(steps, "steps")

@@ -51,7 +51,7 @@ class SGD(torch.optim.Optimizer):
 
     Raises:
         ValueError: a negative ``lr``, ``momentum`` or ``weight_decay`` given to the constructor
-            (zero is accepted). Only these are checked, as in torch.optim: a value a param group sets
+            (zero is accepted; NaN is not graded). Only these are checked, as in torch.optim: a value a param group sets
             itself is used as it is (so the caller gives non-negative ones). [P5.sgd-raises]
     """
 
@@ -116,7 +116,7 @@ class AdaGrad(torch.optim.Optimizer):
 
     Raises:
         ValueError: a negative ``lr``, ``eps``, ``initial_accumulator_value`` or ``weight_decay`` given
-            to the constructor (zero is accepted). Only these are checked, as in torch.optim: a value a
+            to the constructor (zero is accepted; NaN is not graded). Only these are checked, as in torch.optim: a value a
             param group sets itself is used as it is (so the caller gives non-negative ones). [P5.adagrad-raises]
     """
 
