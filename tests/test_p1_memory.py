@@ -54,6 +54,13 @@ def test_bytes_per_element_rejects_sub_byte_and_quantized(memory, dtype):
     check_raises(ValueError, memory.bytes_per_element, dtype)
 
 
+@pytest.mark.rule("P1.element-size-refuses")
+@pytest.mark.parametrize("not_a_dtype", ["float32", None, 4, float], ids=repr)
+def test_bytes_per_element_rejects_what_is_not_a_dtype(memory, not_a_dtype):
+    check_raises(ValueError, memory.bytes_per_element, not_a_dtype,
+                 why="something that is not a torch.dtype raises ValueError, as the rule says (not TypeError)")
+
+
 @pytest.mark.rule("P1.tensor-bytes")
 def test_tensor_memory_bytes_lecture_examples(memory):
     check_equal(memory.tensor_memory_bytes, (4, 8), torch.float32, expected=128)

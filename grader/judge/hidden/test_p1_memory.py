@@ -426,8 +426,9 @@ def refuses(sub, target: str, valid: tuple[tuple, object], cases: list[tuple]) -
 @settings(max_examples=3)
 @given(valid=VALID["memory.bytes_per_element"])
 def test_bytes_per_element_refuses_other_dtypes(sub, valid):
-    """bytes_per_element raises ValueError for sub-byte and quantized dtypes"""
-    refuses(sub, "memory.bytes_per_element", valid, [(dtype,) for dtype in UNSUPPORTED_DTYPES])
+    """bytes_per_element raises ValueError for sub-byte and quantized dtypes, and for what is not a dtype"""
+    refuses(sub, "memory.bytes_per_element", valid, [(dtype,) for dtype in UNSUPPORTED_DTYPES]
+            + [("float32",), (None,), (8,)])
 
 
 @pytest.mark.rule("P1.tensor-bytes-refuses", "ALL.errors")
