@@ -397,9 +397,12 @@ def test_adagrad_refuses_negative_hyperparameters(optim, name):
 # --- both ----------------------------------------------------------------------------------
 
 CASES = {"SGD": ("SGD", torch.optim.SGD, dict(momentum=0.9)), "AdaGrad": ("AdaGrad", torch.optim.Adagrad, {})}
-# Per optimizer: the defaults, and a group that overrides every hyperparameter the defaults set.
-GROUPS = {"SGD": (dict(lr=0.01, momentum=0.9), dict(lr=0.2, momentum=0.5, weight_decay=0.1)),
-          "AdaGrad": (dict(lr=0.01), dict(lr=0.2, eps=0.1, weight_decay=0.05))}
+# Per optimizer: the defaults, and a group that overrides every hyperparameter the defaults set; then non-zero
+# defaults and a group that sets them to 0 (a `group.get(key) or default` falls back to the default there).
+GROUPS = {"SGD": [(dict(lr=0.01, momentum=0.9), dict(lr=0.2, momentum=0.5, weight_decay=0.1)),
+                  (dict(lr=0.01, momentum=0.9, weight_decay=0.1), dict(lr=0.2, momentum=0.0, weight_decay=0.0))],
+          "AdaGrad": [(dict(lr=0.01), dict(lr=0.2, eps=0.1, weight_decay=0.05)),
+                      (dict(lr=0.01, weight_decay=0.1), dict(lr=0.2, weight_decay=0.0))]}
 
 
 def torchs_update_code() -> list[tuple[object, str]]:
@@ -430,12 +433,13 @@ def test_steps_without_torchs_optimizer_code(optim, name, monkeypatch):
 
 
 @pytest.mark.rule("P5.group-hyperparameters")
+@pytest.mark.parametrize("groups", [0, 1], ids=["every default overridden", "zeros over non-zero defaults"])
 @pytest.mark.parametrize("name", CASES)
-def test_per_group_hyperparameters(optim, name):
-    """Each group uses its own hyperparameters: two groups (lr 1e-28, and one overriding every default) take the
+def test_per_group_hyperparameters(optim, name, groups):
+    """Each group uses its own hyperparameters: two groups (lr 1e-28, and one overriding the defaults, 0 too) take the
     steps of your own optimizers built on each group alone with that group's values; the lr 1e-28 group does not move."""
     cls = getattr(optim, name)
-    defaults, override = GROUPS[name]
+    defaults, override = GROUPS[name][groups]
     model, x, y = make_model()
     twin = copy.deepcopy(model)
     before = [p.detach().clone() for p in model[0].parameters()]
@@ -463,6 +467,24 @@ def test_per_group_hyperparameters(optim, name):
                          f"{alone_value:.8g} there, as your own {name} built on that group alone with its values",
                          f"optim.{name}", "read lr, momentum, weight_decay and eps from each group, never from "
                          "self.defaults")
+
+
+@pytest.mark.rule("P5.skip-none-grad")
+@pytest.mark.parametrize("name", CASES)
+def test_a_zero_gradient_is_a_step(optim, name):
+    """Only None is skipped: with momentum (SGD) or weight decay (AdaGrad), a step on a gradient of zeros moves p."""
+    hyper = dict(lr=0.5, momentum=0.9) if name == "SGD" else dict(lr=0.5, weight_decay=0.5)
+    p, twin = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(2))
+    optimizer, oracle = call(getattr(optim, name), [p], **hyper), CASES[name][1]([twin], **hyper)
+    for step, grad in ((1, [1.0, -1.0]), (2, [0.0, 0.0])):
+        p.grad, twin.grad = torch.tensor(grad), torch.tensor(grad)
+        call(optimizer.step)
+        oracle.step()
+        check_true(torch.allclose(p.detach(), twin.detach(), rtol=RTOL, atol=ATOL),
+                   f"{name}([p], **{hyper}).step() with p.grad = {grad} (step {step})", f"p = {p.detach().tolist()}",
+                   f"{twin.detach().tolist()}, as torch.optim.{CASES[name][1].__name__}", f"optim.{name}",
+                   hint="only a .grad of None is skipped: a gradient of zeros is a step like any other" if step == 2
+                   else "")
 
 
 @pytest.mark.rule("P5.skip-none-grad")

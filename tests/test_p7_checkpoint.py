@@ -281,7 +281,8 @@ def test_load_from_a_file_object_at_its_position(checkpoint):
 def test_extras_round_trip(checkpoint, tmp_path):
     extras = {"loss": 2.5, "tokens_seen": 123456, "done": False, "name": "run-7", "nothing": None,
               "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3], 0: "an int key"},
-              "ema": torch.arange(4.0), "inf": float("inf"), "nan": [float("nan"), -float("inf")]}
+              "ema": torch.arange(4.0), "inf": float("inf"), "nan": [float("nan"), -float("inf")],
+              "buffers": {"mean": torch.zeros(2), "pair": (torch.ones(1), [torch.arange(3)])}}
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, *trained_run(1), 1, path, **extras)
     got = call(loading(checkpoint.load_checkpoint_extras), path)

@@ -196,15 +196,16 @@ def test_clipping_covers_every_param_group_of_the_optimizer_only(amp, held, scal
 
 
 @pytest.mark.rule("P8.scaler-step-update")
-def test_inf_gradient_skips_the_step_and_halves_the_scale(amp):
+@pytest.mark.parametrize("max_grad_norm", [None, 1.0])
+def test_inf_gradient_skips_the_step_and_halves_the_scale(amp, max_grad_norm):
     model, batch = make_model(), make_batch()
     before = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     handle = model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
-    call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
+    call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler, max_grad_norm=max_grad_norm)
     handle.remove()
-    what = f"{STEP}(...) with an inf gradient and GradScaler('cpu', init_scale=1024)"
+    what = f"{STEP}(..., max_grad_norm={max_grad_norm}) with an inf gradient and GradScaler('cpu', init_scale=1024)"
     check_true(max_diff(model, before) == 0, what, "changed parameters", "the parameters unchanged", STEP)
     check_equal(scaler.get_scale, expected=512.0, why="scaler.update() after a skipped step halves the scale")
     call(amp.train_step, model, batch, F.mse_loss, optimizer, scaler=scaler)
@@ -382,7 +383,9 @@ def test_checkpointed_gives_the_same_values_and_gradients(amp, depth, width, inp
         plain = block(plain)
     plain.square().sum().backward()
     want = [p.grad.clone() for p in blocks.parameters()]
+    want_x = None if x.grad is None else x.grad.clone()
     blocks.zero_grad(set_to_none=True)
+    x.grad = None
     out = check_close(amp.checkpointed, blocks, x, expected=plain.detach(), rtol=1e-6, atol=1e-6)
     what = f"{CKPT}({depth} blocks of width {width}, x with requires_grad={input_grad})"
     check_true(out.requires_grad, what, "an output that does not require grad",
@@ -391,6 +394,10 @@ def test_checkpointed_gives_the_same_values_and_gradients(amp, depth, width, inp
     got = [p.grad for p in blocks.parameters()]
     check_true(all(g is not None and torch.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want)), what,
                "different parameter gradients", "the gradients of the plain forward", CKPT)
+    if input_grad:
+        check_true(x.grad is not None and torch.allclose(x.grad, want_x, rtol=1e-5, atol=1e-6), what,
+                   "x.grad None" if x.grad is None else "a different x.grad", "x.grad as the plain forward gives it",
+                   CKPT, hint="do not detach x: checkpoint(block, x, use_reentrant=False) keeps it in the graph")
 
 
 def saved_bytes(fn, blocks: torch.nn.Module, x: torch.Tensor) -> int:

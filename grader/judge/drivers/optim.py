@@ -50,7 +50,8 @@ Handle = Any  # a handle.Remote (worker) or a drivers.Local (judge)
 @dataclass(frozen=True)
 class Scenario:
     """What one run does. groups: None (a plain list of parameters) or dicts ``{"params":
-    [indices], **overrides}``; no_grad: per step, the indices whose ``.grad`` is None;
+    [indices], **overrides}``; no_grad: per step, the indices whose ``.grad`` is None; zero: per
+    step, the indices whose gradient is all zeros (a step like any other);
     set_to_none=False: ``zero_grad(set_to_none=False)`` in the optimizer, then the new gradient
     copied into ``p.grad`` in place (as backward accumulates); init: starting values instead
     of the drawn ones; load: a state dict handed to ``load_state_dict`` before the first step;
@@ -62,6 +63,7 @@ class Scenario:
     seed: int = 0
     groups: list | None = None
     no_grad: list | None = None
+    zero: list | None = None
     set_to_none: bool = True
     closure: bool = False
     init: list | None = None
@@ -225,6 +227,8 @@ def run(side: WorkerSide | JudgeSide, kind: str, scenario: Scenario) -> Run:
     def give_gradients(step: int, values: list[torch.Tensor]) -> torch.Tensor:
         loss, grads = objective.loss_and_gradients(values)
         skipped = (set(scenario.no_grad[step]) if scenario.no_grad else set()) | frozen
+        zeros = set(scenario.zero[step]) if scenario.zero else set()
+        grads = [torch.zeros_like(g) if index in zeros else g for index, g in enumerate(grads)]
         if not scenario.set_to_none:
             optimizer.call("zero_grad", set_to_none=False)
         for index, (p, g) in enumerate(zip(params, grads)):

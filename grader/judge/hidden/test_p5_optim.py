@@ -225,8 +225,12 @@ def group_layouts():
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(case=group_layouts(), seed=st.integers(0, 2**31 - 1))
+@example(case=("AdaGrad", {"lr": 0.1, "eps": 1e-10, "initial_accumulator_value": 0.0, "weight_decay": 0.05},
+               [[0], [1, 2]], [{"weight_decay": 0.0}] * 3, [{"weight_decay"}, set(), set()], 1), seed=3)
+@example(case=("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.05}, [[0], [1, 2]],
+               [{"momentum": 0.0, "weight_decay": 0.0}] * 3, [{"momentum", "weight_decay"}, set(), set()], 1), seed=4)
 def test_per_group_hyperparameters(sub, case, seed):
-    """Each param group uses its own lr / momentum / weight_decay / eps; a group with lr 1e-28 does not move."""
+    """Each param group uses its own lr / momentum / weight_decay / eps (0 over a non-zero default too); a group with lr 1e-28 does not move."""
     kind, hyper, partition, overrides, keys, frozen = case
     groups = []
     for number, indices in enumerate(partition):
@@ -248,14 +252,19 @@ def test_per_group_hyperparameters(sub, case, seed):
 @pytest.mark.points(1)
 @settings(max_examples=15)
 @given(case=kinds_with_decay(), pattern=st.lists(st.sets(st.integers(0, 2)), min_size=8, max_size=8),
-       seed=st.integers(0, 2**31 - 1))
-@example(case=("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.05}), pattern=[{2}, {1, 2}] + [{2}] * 6, seed=5)
-def test_params_without_grad_are_skipped(sub, case, pattern, seed):
-    """A parameter whose .grad is None on a step is skipped: unchanged, its state untouched (no entry created), no error."""
+       zeros=st.lists(st.sets(st.integers(0, 2)), min_size=8, max_size=8), seed=st.integers(0, 2**31 - 1))
+@example(case=("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.05}), pattern=[{2}, {1, 2}] + [{2}] * 6,
+         zeros=[set(), {0}] + [set()] * 6, seed=5)
+def test_params_without_grad_are_skipped(sub, case, pattern, zeros, seed):
+    """A parameter whose .grad is None on a step is skipped: unchanged, its state untouched (no entry created), no error.
+
+    A gradient of zeros is a step like any other (momentum and weight decay move the parameter)."""
     kind, hyper = case  # momentum and weight decay would move a parameter that is not skipped properly
     no_grad = [sorted(s) for s in pattern]
-    scenario = Scenario(shapes=[(3,), (2, 2), (4,)], hyper=hyper, steps=8, seed=seed, no_grad=no_grad)
-    what = f"8 steps of optim.{scenario.describe(kind)} with .grad set to None for parameters {no_grad} (per step)"
+    zero = [sorted(z - s) for z, s in zip(zeros, pattern)]
+    scenario = Scenario(shapes=[(3,), (2, 2), (4,)], hyper=hyper, steps=8, seed=seed, no_grad=no_grad, zero=zero)
+    what = (f"8 steps of optim.{scenario.describe(kind)} with .grad set to None for parameters {no_grad} and to "
+            f"zeros for parameters {zero} (per step)")
     got = drive.run(WorkerSide(sub), kind, scenario)
     for step, skipped in enumerate(no_grad, start=1):
         for index in skipped:
