@@ -347,16 +347,19 @@ def test_adagrad_keeps_the_sum_of_squares_in_its_state(optim):
 
 @pytest.mark.rule("P5.adagrad-initial-sum")
 def test_adagrad_sum_starts_at_the_initial_accumulator_value(optim):
-    # c is frozen (requires_grad=False): torch.optim.Adagrad gives it a "sum" in __init__ all the same.
+    # c is frozen (requires_grad=False): torch.optim.Adagrad gives it a "sum" in __init__ all the same; d is float64.
     a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 2))
     c = torch.nn.Parameter(torch.ones(2), requires_grad=False)
-    optimizer = call(optim.AdaGrad, [{"params": [a]}, {"params": [b, c], "lr": 0.5, "initial_accumulator_value": 5.0}],
+    d = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    optimizer = call(optim.AdaGrad, [{"params": [a, d]}, {"params": [b, c], "lr": 0.5, "initial_accumulator_value": 5.0}],
                      lr=0.1, initial_accumulator_value=0.25)
-    for name, p in (("a", a), ("b", b), ("c", c)):
+    for name, p in (("a", a), ("b", b), ("c", c), ("d", d)):
         total = optimizer.state.get(p, {}).get("sum")
-        check_true(isinstance(total, torch.Tensor) and torch.equal(total, torch.full_like(p, 0.25)),
-                   f"AdaGrad([{{'params': [a]}}, {{'params': [b, c], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
-                   f"lr=0.1, initial_accumulator_value=0.25), c with requires_grad=False: optimizer.state[{name}] "
+        check_true(isinstance(total, torch.Tensor) and total.dtype == p.dtype
+                   and torch.equal(total, torch.full_like(p, 0.25)),
+                   f"AdaGrad([{{'params': [a, d]}}, {{'params': [b, c], 'lr': 0.5, 'initial_accumulator_value': 5.0}}], "
+                   f"lr=0.1, initial_accumulator_value=0.25), c with requires_grad=False, d float64: "
+                   f"optimizer.state[{name}] "
                    "before any step",
                    dict(optimizer.state.get(p, {})), f"'sum' = torch.full_like({name}, 0.25), created in __init__",
                    ADAGRAD_SECTION, "the constructor's initial_accumulator_value applies to every parameter of every "
@@ -496,9 +499,9 @@ def test_params_without_grad_are_skipped(optim, name):
                                                                                   initial_accumulator_value=0.1)
     a, b, c = (torch.nn.Parameter(torch.ones(3)) for _ in range(3))
     twins = [torch.nn.Parameter(torch.ones(3)) for _ in range(3)]
-    optimizer = call(getattr(optim, name), [a, b, c], **hyper)
-    oracle = CASES[name][1](twins, **hyper)
-    what = f"{name}([a, b, c], **{hyper})"
+    optimizer = call(getattr(optim, name), [c, a, b], **hyper)  # c first: the parameters after it still step
+    oracle = CASES[name][1]([twins[2], twins[0], twins[1]], **hyper)
+    what = f"{name}([c, a, b], **{hyper})"
     for step, with_grad in ((1, (a, b)), (2, (a,))):
         for p, twin in zip((a, b, c), twins):
             p.grad = torch.full_like(p, 0.5) if any(p is q for q in with_grad) else None
@@ -515,6 +518,9 @@ def test_params_without_grad_are_skipped(optim, name):
                        f"{what}: step {step} with {key}.grad None", f"{key} = {p.detach().tolist()}, state {now}",
                        f"{key} unchanged ({value.tolist()}) and its state as it was ({state}): skipped", f"optim.{name}")
         oracle.step()
+        check_true(torch.allclose(a.detach(), twins[0].detach(), rtol=RTOL, atol=ATOL), f"{what}: step {step}",
+                   f"a = {a.detach().tolist()}", f"{twins[0].detach().tolist()}, as torch.optim's a", f"optim.{name}",
+                   hint="skip a parameter without a gradient with `continue`, not `break`: the ones after it step")
         # A skipped parameter's state is not even read: self.state[p] (a defaultdict) creates an empty entry.
         entries = [key for key, p in zip("abc", (a, b, c)) if p in optimizer.state]
         expected = [key for key, p in zip("abc", twins) if p in oracle.state]
@@ -558,10 +564,11 @@ def test_step_leaves_p_grad_alone(optim, name, weight_decay):
 @pytest.mark.rule("P5.closure")
 @pytest.mark.parametrize("name", CASES)
 def test_step_returns_the_closure_loss(optim, name):
-    """step(closure) returns exactly what the closure returned, whatever the update rule does."""
+    """step(closure) calls it once (with two param groups too) and returns exactly what it returned."""
     attr, _, extra = CASES[name]
     model, x, y = make_model()
-    optimizer = call(getattr(optim, attr), model.parameters(), lr=0.1, **extra)
+    optimizer = call(getattr(optim, attr), [{"params": model[0].parameters()}, {"params": model[2].parameters()}],
+                     lr=0.1, **extra)
     returned, seen = [], []
 
     def closure():
@@ -577,7 +584,8 @@ def test_step_returns_the_closure_loss(optim, name):
         before = [p.detach().clone() for p in model.parameters()]
         got = call(optimizer.step, closure)
         check_true(len(returned) == step, f"{attr}.step(closure), step {step}", f"closure called {len(returned)} times",
-                   f"called {step} times in {step} steps (once per step)", f"optim.{attr}")
+                   f"called {step} times in {step} steps (once per step, not once per param group)",
+                   f"optim.{attr}")
         check_true(all(torch.equal(b, s) for b, s in zip(before, seen[-1])), f"{attr}.step(closure), step {step}",
                    "the closure saw parameters this step had already updated",
                    "the closure called first, before the update (which then uses the gradients it computed)",

@@ -246,6 +246,14 @@ def test_per_group_hyperparameters(sub, case, seed):
         assert torch.equal(trace[-1], trace[0]), (
             f"{what}: parameter {index} is in the group with lr=1e-28 and moved "
             f"(from {trace[0].flatten()[:3].tolist()} to {trace[-1].flatten()[:3].tolist()}): use each group's own lr")
+    if kind == "AdaGrad":  # the initial sum is torch.full_like(p, value): the parameter's dtype, float64 too
+        side = WorkerSide(sub)
+        p = side.parameter(torch.zeros(3, dtype=torch.float64))
+        state = side.optimizer(kind, [p], hyper).call("state_dict")["state"]
+        dtypes = [getattr(entry.get("sum"), "dtype", None) for entry in state.values()]
+        assert dtypes == [torch.float64], (
+            f"optim.AdaGrad([a float64 parameter], **{hyper}).state_dict()['state'] holds sums of dtypes {dtypes}, "
+            "expected [torch.float64]: torch.full_like(p, initial_accumulator_value) keeps the parameter's dtype")
 
 
 @pytest.mark.rule("P5.skip-none-grad")
@@ -287,18 +295,20 @@ def test_params_without_grad_are_skipped(sub, case, pattern, zeros, seed):
 @settings(max_examples=10)
 @given(case=kinds_and_hyperparameters(), seed=st.integers(0, 2**31 - 1))
 def test_step_calls_the_closure_and_returns_its_loss(sub, case, seed):
-    """step(closure) calls the closure with gradients enabled and returns its loss."""
+    """step(closure) calls the closure once, with gradients enabled, and returns its loss (two param groups)."""
     # The closure is the judge's: it asks the worker whether gradients are enabled (the
     # submission's own grad mode, as its step set it), reads the parameters, computes the loss
     # and gradients in the judge and sets p.grad. Step's return value is compared with the loss
     # that closure returned in the same step, not with torch.optim's: the update rule is the
     # trajectory tests' business.
     kind, hyper = case
-    scenario = Scenario(shapes=[(3,), (2, 2)], hyper=hyper, steps=4, seed=seed, closure=True)
+    scenario = Scenario(shapes=[(3,), (2, 2)], hyper=hyper, steps=4, seed=seed, closure=True,
+                        groups=[{"params": [0]}, {"params": [1]}])
     what = f"optim.{scenario.describe(kind)}.step(closure)"
     got = drive.run(WorkerSide(sub), kind, scenario)
     for step, (losses, returned) in enumerate(zip(got.losses, got.returned), start=1):
-        assert losses, f"{what} did not call the closure (step {step})"
+        assert len(losses) == 1, (f"{what} called the closure {len(losses)} times on step {step}, expected once "
+                                  "(not once per param group)")
         assert returned is not None and torch.equal(torch.as_tensor(returned), losses[-1]), (
             f"{what} returned {returned!r} on step {step}; the closure returned {losses[-1]!r}")
         before, seen = got.params, got.closure_saw[step - 1][0]
