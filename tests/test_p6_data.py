@@ -381,6 +381,12 @@ def test_starts_are_uniform(data):
     check_true(len(counts) == n - length and chi2 < 50, f"get_batch(arange({n}), {draws}, {length}, 'cpu', rng)",
                f"start counts {counts.tolist()}", f"about {expected:.0f} draws of each start 0..{n - length - 1} "
                f"(chi-square {chi2:.1f}, limit 50)", BATCH)
+    # Independent rows: about as many rows start lower than the row before as higher (a sorted batch has none).
+    lower, higher = int((starts[1:] < starts[:-1]).sum()), int((starts[1:] > starts[:-1]).sum())
+    check_true(min(lower, higher) > draws // 10, f"get_batch(arange({n}), {draws}, {length}, 'cpu', rng)",
+               f"{lower} rows start lower than the row before and {higher} higher",
+               f"both near {draws * (1 - 1 / (n - length)) / 2:.0f}: each row's start drawn independently of the others "
+               "(not sorted)", BATCH)
 
 
 @pytest.mark.rule("P6.batch-int64")

@@ -282,7 +282,8 @@ def test_extras_round_trip(checkpoint, tmp_path):
     extras = {"loss": 2.5, "tokens_seen": 123456, "done": False, "name": "run-7", "nothing": None,
               "z": 1 + 2j, "history": [1.0, 0.5], "shape": (4, 8), "cfg": {"lr": 1e-3, "layers": [2, 3], 0: "an int key"},
               "ema": torch.arange(4.0), "inf": float("inf"), "nan": [float("nan"), -float("inf")],
-              "buffers": {"mean": torch.zeros(2), "pair": (torch.ones(1), [torch.arange(3)])}}
+              "buffers": {"mean": torch.zeros(2), "pair": (torch.ones(1), [torch.arange(3)])},
+              "by_pair": {(0, 1): 2.5, (1, ("a", None)): "tuple keys"}}
     path = tmp_path / "ckpt.pt"
     call(checkpoint.save_checkpoint, *trained_run(1), 1, path, **extras)
     got = call(loading(checkpoint.load_checkpoint_extras), path)

@@ -81,6 +81,18 @@ def test_step_matches_a_manual_step(amp, scaler):
 
 
 @pytest.mark.rule("P8.grads-none")
+def test_gradients_of_a_parameter_outside_the_model_are_none_afterwards(amp):
+    """The optimizer's parameters, not the model's: a learnable temperature in the loss is cleared too."""
+    model, temperature = make_model(), torch.nn.Parameter(torch.tensor(2.0))
+    optimizer = torch.optim.SGD([*model.parameters(), temperature], lr=0.1)
+    call(amp.train_step, model, make_batch(), lambda out, y: F.mse_loss(out * temperature, y), optimizer)
+    check_true(temperature.grad is None, f"{STEP}(model, batch, mse of output * temperature, SGD over the model's "
+               "parameters and temperature)", f"temperature.grad = {temperature.grad}", "None: the optimizer holds it",
+               STEP, hint="optimizer.zero_grad(set_to_none=True) clears every parameter the optimizer holds; "
+               "model.zero_grad reaches only the model's")
+
+
+@pytest.mark.rule("P8.grads-none")
 @pytest.mark.parametrize("max_grad_norm", [None, 1.0])
 @pytest.mark.parametrize("scaler, poison", [("no scaler", None), ("GradScaler('cpu', init_scale=2**16)", None),
                                             ("GradScaler('cpu', init_scale=2**16)", "inf")],

@@ -43,7 +43,7 @@ def safe_values() -> st.SearchStrategy:
     """Every kind of value an extra may be, nested."""
     scalars = (st.booleans() | st.integers() | st.floats() | st.complex_numbers() | st.text(CHARACTERS, max_size=6)
                | st.none() | tensors())
-    keys = st.text(CHARACTERS, max_size=5) | st.integers(-5, 5)
+    keys = st.text(CHARACTERS, max_size=5) | st.integers(-5, 5) | st.tuples(st.integers(-5, 5), st.none() | st.booleans())
     return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
                         | st.dictionaries(keys, inner, max_size=3), max_leaves=10)
 

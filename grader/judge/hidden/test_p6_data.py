@@ -354,7 +354,7 @@ def test_exactly_the_valid_starts(sub, length, seed):
 @settings(max_examples=10)
 @given(starts=st.integers(2, 12), length=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
 def test_starts_are_uniform(sub, starts, length, seed):
-    """Every valid start is drawn about equally often (chi-square test, p about 1e-7)."""
+    """Every valid start is drawn about equally often (chi-square test, p about 1e-7), each row independently."""
     draws = 300 * starts
     tokens = np.arange(starts + length, dtype=np.int64)  # x[i, 0] is the start of row i
     [got] = driver.seeded_batches(sub, tokens, draws, length, [seed])
@@ -366,6 +366,10 @@ def test_starts_are_uniform(sub, starts, length, seed):
     limit = driver.chi_square_limit(starts - 1)
     assert chi2 < limit, (f"{what}: start counts {counts.tolist()}, expected about 300 each "
                           f"(chi-square {chi2:.1f} over the limit {limit:.1f}): draw each start uniformly")
+    lower, higher = int((first[1:] < first[:-1]).sum()), int((first[1:] > first[:-1]).sum())
+    assert min(lower, higher) > draws // 10, (
+        f"{what}: {lower} rows start lower than the row before and {higher} higher, expected both near "
+        f"{draws * (1 - 1 / starts) / 2:.0f}: draw each row's start independently of the others (not sorted)")
 
 
 @pytest.mark.rule("P6.batch-generator")

@@ -242,6 +242,7 @@ def test_file_objects(sub, fresh):
 @settings(max_examples=20)
 @given(extra=extras(), to_path=st.booleans())
 @example(extra={}, to_path=False)
+@example(extra={"by_pair": {(0, 1): 2.5, (1, None): [torch.ones(2)]}}, to_path=False)  # a tuple is a key too
 def test_extras_round_trip(sub, fresh, extra, to_path):
     """load_checkpoint_extras returns exactly the extras saved ({} for none) and restores nothing"""
     model, optimizer = drive.build_run(sub, "sgd_momentum")

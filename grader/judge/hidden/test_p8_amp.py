@@ -78,6 +78,16 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
     grads = ["None" if none else "a tensor" for none in grads_none]
     assert all(grads_none), (
         f"after {call} the parameters' .grad are {grads}, expected all None: optimizer.zero_grad(set_to_none=True)")
+    # A parameter the optimizer holds outside the model (a learnable loss scale, say) is the optimizer's too.
+    trainer = drive.Trainer(sub, state, scaler=scaler)
+    outside = sub.lib("torch.nn.Parameter", torch.ones(2))
+    outside.set("grad", torch.ones(2))
+    trainer.optimizer.call("add_param_group", sub.lib("builtins.dict", params=[outside]))
+    drive.check_result(trainer.step(x, y, precision, max_grad_norm), call)
+    assert outside.get("grad") is None, (
+        f"after {call}, with the optimizer also holding a parameter outside the model, that parameter's .grad is "
+        "a tensor, expected None: optimizer.zero_grad(set_to_none=True) clears every parameter the optimizer holds "
+        "(model.zero_grad reaches only the model's)")
     after = trainer.parameters()
     dtypes = sorted({str(p.dtype) for p in after.values()})
     assert dtypes == ["torch.float32"], (
