@@ -156,11 +156,12 @@ class Trainer:
     that backward pass (a tensor hook ``torch.full_like``, removed after the step). ``optimized="last"``:
     the optimizer holds the last layer's parameters only (OPTIMIZED names them), the first layer is frozen
     out of the step though its gradients are computed; ``optimized="groups"``: it holds both Linear layers,
-    each in its own param group.
+    each in its own param group. ``outside=True``: the optimizer also holds, in a group of its own, a parameter
+    outside the model with a gradient already set (a learnable loss scale's, say), which ``step`` must clear.
     """
 
     def __init__(self, sub: Submission, state: dict[str, torch.Tensor], lr: float = 0.1,
-                 scaler: dict | None = None, loss: str = "mse", optimized: str = "all") -> None:
+                 scaler: dict | None = None, loss: str = "mse", optimized: str = "all", outside: bool = False) -> None:
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.sub = sub
@@ -175,6 +176,10 @@ class Trainer:
         else:
             held = (self.model if optimized == "all" else self.layers[-1]).call("parameters", keep=True)
         self.optimizer = sub.lib("torch.optim.SGD", held, lr=lr)
+        self.outside = sub.lib("torch.nn.Parameter", torch.ones(2)) if outside else None
+        if self.outside is not None:
+            self.outside.set("grad", torch.ones(2))
+            self.optimizer.call("add_param_group", sub.lib("builtins.dict", params=[self.outside]))
         self.scaler = sub.lib("torch.amp.GradScaler", "cpu", **scaler) if scaler is not None else None
         self.loss_fn = sub.lib("torch.nn.MSELoss") if loss == "mse" else \
             sub.lib("functools.partial", library_function(sub, "torch.einsum"), "ij,ij->")
@@ -210,6 +215,10 @@ class Trainer:
     def grads_none(self) -> list[bool]:
         return [grad is None for grad in gradients(self.sub, self.model)]
 
+    def outside_grad_none(self) -> bool:
+        """Whether the parameter outside the model (``outside=True``) has no gradient now."""
+        return self.outside.get("grad") is None
+
     def scale(self) -> float | None:
         return None if self.scaler is None else self.scaler.call("get_scale")
 
@@ -217,10 +226,10 @@ class Trainer:
 def run_steps(sub: Submission, state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
               precision: str = "fp32", scaler: dict | None = None, max_grad_norm: float | None = None,
               lr: float = 0.1, poisons: Any = (None,), loss: str = "mse",
-              optimized: str = "all") -> tuple[Trainer, list, list]:
+              optimized: str = "all", outside: bool = False) -> tuple[Trainer, list, list]:
     """``amp.train_step`` once per entry of ``poisons`` on a Trainer built in the worker: the trainer
     (to read back parameters and gradients), the results, and the scale after each step."""
-    trainer = Trainer(sub, state, lr=lr, scaler=scaler, loss=loss, optimized=optimized)
+    trainer = Trainer(sub, state, lr=lr, scaler=scaler, loss=loss, optimized=optimized, outside=outside)
     results, scales = [], []
     for poison in poisons:
         results.append(trainer.step(x, y, precision, max_grad_norm, poison))

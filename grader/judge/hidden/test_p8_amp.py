@@ -78,16 +78,6 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
     grads = ["None" if none else "a tensor" for none in grads_none]
     assert all(grads_none), (
         f"after {call} the parameters' .grad are {grads}, expected all None: optimizer.zero_grad(set_to_none=True)")
-    # A parameter the optimizer holds outside the model (a learnable loss scale, say) is the optimizer's too.
-    trainer = drive.Trainer(sub, state, scaler=scaler)
-    outside = sub.lib("torch.nn.Parameter", torch.ones(2))
-    outside.set("grad", torch.ones(2))
-    trainer.optimizer.call("add_param_group", sub.lib("builtins.dict", params=[outside]))
-    drive.check_result(trainer.step(x, y, precision, max_grad_norm), call)
-    assert outside.get("grad") is None, (
-        f"after {call}, with the optimizer also holding a parameter outside the model, that parameter's .grad is "
-        "a tensor, expected None: optimizer.zero_grad(set_to_none=True) clears every parameter the optimizer holds "
-        "(model.zero_grad reaches only the model's)")
     after = trainer.parameters()
     dtypes = sorted({str(p.dtype) for p in after.values()})
     assert dtypes == ["torch.float32"], (
@@ -99,9 +89,14 @@ def test_gradients_none_and_parameters_float32(sub, setup, precision, scaler, ma
         f"after {call} the parameters are exactly as they started: the optimizer never stepped")
     # The master weights keep every float32 bit: a step with lr=0 leaves them exactly as they were. A model cast to
     # 16 bits and back is float32 again, but rounded (by up to 2**-9 of each weight in bf16).
-    trainer, results, _ = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, lr=0.0)
+    # The optimizer here also holds a parameter outside the model (a learnable loss scale, say), with a gradient.
+    trainer, results, _ = drive.run_steps(sub, state, x, y, precision, scaler, max_grad_norm, lr=0.0, outside=True)
     call = drive.describe(precision, scaler, max_grad_norm, " with SGD(lr=0.0)")
     drive.check_result(results[0], call)
+    assert trainer.outside_grad_none(), (
+        f"after {call}, with the optimizer also holding a parameter outside the model, that parameter's .grad is "
+        "a tensor, expected None: optimizer.zero_grad(set_to_none=True) clears every parameter the optimizer holds "
+        "(model.zero_grad reaches only the model's)")
     diff = max_param_diff(trainer.parameters(), state)
     assert diff == 0, (
         f"after {call} the parameters are up to {diff:.3g} away from where they started, expected them bit for bit "
