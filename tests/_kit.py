@@ -196,10 +196,11 @@ def call_interrupted_in_rename(module: Any, fn: Callable[..., Any], *args: Any) 
         raise KeyboardInterrupt("Ctrl-C as the temporary file is renamed")
 
     originals = {(os, name): getattr(os, name) for name in ("replace", "rename")}
+    renaming = list(originals.values())
     originals |= {(module, name): value for name, value in vars(module).items()
-                  if any(value is original for original in list(originals.values()))}
+                  if any(value is function for function in renaming)}
     try:
-        for (owner, name) in originals:
+        for owner, name in originals:
             setattr(owner, name, interrupt)
         fn(*args)
     except NotImplementedError as exc:
